@@ -1,0 +1,1 @@
+/work/main/target/debug/libpoolalloc.rlib: /work/main/src/global.rs /work/main/src/lib.rs /work/main/src/stats.rs
