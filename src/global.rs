@@ -1,24 +1,220 @@
-use core::alloc::{GlobalAlloc, Layout};
-use std::alloc::System;
+//! `PoolAlloc`: the allocator users install. It routes each request by size class: small ones to
+//! the calling thread's cache (and through it the class's pool), large or over-aligned ones to the
+//! system allocator.
 
-/// The allocator handle. Every value shares the process-wide pools.
-#[derive(Clone, Copy, Debug, Default)]
+use crate::size_class::{self, class_of};
+use crate::{large, thread_cache};
+use core::alloc::{GlobalAlloc, Layout};
+use core::ptr::{self, NonNull};
+
+/// The allocator. Every value is a handle to the same process-wide pools, so values are free to
+/// create, copy and compare; `new` is `const` so it can initialise a `static`:
+///
+/// ```
+/// #[global_allocator]
+/// static GLOBAL: poolalloc::PoolAlloc = poolalloc::PoolAlloc::new();
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PoolAlloc {
     _private: (),
 }
 
 impl PoolAlloc {
+    /// A handle to the process-wide pools.
     pub const fn new() -> Self {
         PoolAlloc { _private: () }
     }
 }
 
-// TEMPORARY forwarding so that tests and benches can be written against the API; replaced by the core.
+// SAFETY: small blocks are distinct slots of at least `layout.size()` bytes aligned to
+// `layout.align()` (size_class module docs); large ones come from System. Nothing here unwinds or
+// allocates through the global allocator.
 unsafe impl GlobalAlloc for PoolAlloc {
+    #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        unsafe { System.alloc(layout) }
+        match class_of(layout.size(), layout.align()) {
+            Some(c) => thread_cache::alloc(c),
+            // SAFETY: forwarded contract.
+            None => unsafe { large::alloc(layout) },
+        }
     }
+
+    #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) }
+        match class_of(layout.size(), layout.align()) {
+            // SAFETY: the layout that allocated ptr maps to the same class (caller's contract).
+            Some(c) => unsafe { thread_cache::dealloc(c, ptr) },
+            // SAFETY: likewise, a large block.
+            None => unsafe { large::dealloc(ptr, layout) },
+        }
+    }
+
+    #[inline]
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        match class_of(layout.size(), layout.align()) {
+            Some(c) => {
+                let p = thread_cache::alloc(c);
+                if !p.is_null() {
+                    // A recycled slot is dirty (at least its link word), so zero what was asked for.
+                    // SAFETY: p is a fresh slot of at least layout.size() bytes.
+                    unsafe { ptr::write_bytes(p, 0, layout.size()) };
+                }
+                p
+            }
+            // SAFETY: forwarded contract.
+            None => unsafe { large::alloc_zeroed(layout) },
+        }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let old = class_of(layout.size(), layout.align());
+        let new = class_of(new_size, layout.align());
+        match (old, new) {
+            (Some(a), Some(b)) if a == b => ptr,
+            // SAFETY: both sizes are large; forwarded contract.
+            (None, None) => unsafe { large::realloc(ptr, layout, new_size) },
+            _ => {
+                // SAFETY: the caller guarantees new_size with layout.align() forms a valid layout.
+                let new_layout =
+                    unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
+                // SAFETY: new_layout is valid and non-zero in size (caller).
+                let q = unsafe { self.alloc(new_layout) };
+                if !q.is_null() {
+                    // SAFETY: both blocks hold at least min(old, new) bytes and are distinct.
+                    unsafe {
+                        ptr::copy_nonoverlapping(ptr, q, layout.size().min(new_size));
+                        self.dealloc(ptr, layout);
+                    }
+                }
+                q
+            }
+        }
+    }
+}
+
+/// The usable size of a block allocated with `layout`: its slot size, or the request for large blocks.
+#[inline]
+pub fn usable_size(layout: Layout) -> usize {
+    match class_of(layout.size(), layout.align()) {
+        Some(c) => size_class::size_of(c),
+        None => layout.size(),
+    }
+}
+
+// The allocator-api2 `Allocator` trait, so collections can take a `PoolAlloc` on stable Rust.
+// SAFETY: blocks stay valid until deallocated through any PoolAlloc value (all share the pools);
+// every method follows GlobalAlloc's contract above.
+unsafe impl allocator_api2::alloc::Allocator for PoolAlloc {
+    #[inline]
+    fn allocate(&self, layout: Layout) -> Result<NonNull<[u8]>, allocator_api2::alloc::AllocError> {
+        if layout.size() == 0 {
+            // Zero-sized: a dangling, well-aligned pointer, as the trait allows.
+            let p = ptr::without_provenance_mut::<u8>(layout.align());
+            // SAFETY: an alignment is never zero.
+            return Ok(NonNull::slice_from_raw_parts(
+                unsafe { NonNull::new_unchecked(p) },
+                0,
+            ));
+        }
+        // SAFETY: layout has non-zero size.
+        let p = unsafe { self.alloc(layout) };
+        NonNull::new(p)
+            .map(|p| NonNull::slice_from_raw_parts(p, usable_size(layout)))
+            .ok_or(allocator_api2::alloc::AllocError)
+    }
+
+    #[inline]
+    fn allocate_zeroed(
+        &self,
+        layout: Layout,
+    ) -> Result<NonNull<[u8]>, allocator_api2::alloc::AllocError> {
+        if layout.size() == 0 {
+            return self.allocate(layout);
+        }
+        // SAFETY: layout has non-zero size.
+        let p = unsafe { self.alloc_zeroed(layout) };
+        // Only layout.size() bytes are zeroed: report exactly that many.
+        NonNull::new(p)
+            .map(|p| NonNull::slice_from_raw_parts(p, layout.size()))
+            .ok_or(allocator_api2::alloc::AllocError)
+    }
+
+    #[inline]
+    unsafe fn deallocate(&self, ptr: NonNull<u8>, layout: Layout) {
+        if layout.size() != 0 {
+            // SAFETY: ptr was allocated by this allocator with a layout that fits it (trait contract);
+            // any size in [layout.size(), usable size] maps to the same class.
+            unsafe { self.dealloc(ptr.as_ptr(), layout) }
+        }
+    }
+
+    unsafe fn grow(
+        &self,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+    ) -> Result<NonNull<[u8]>, allocator_api2::alloc::AllocError> {
+        // SAFETY: forwarded trait contract.
+        unsafe { self.resize(ptr, old, new) }
+    }
+
+    unsafe fn grow_zeroed(
+        &self,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+    ) -> Result<NonNull<[u8]>, allocator_api2::alloc::AllocError> {
+        // SAFETY: forwarded trait contract.
+        let p = unsafe { self.resize(ptr, old, new)? };
+        // SAFETY: the block holds new.size() ≥ old.size() bytes.
+        unsafe {
+            ptr::write_bytes(
+                p.cast::<u8>().as_ptr().add(old.size()),
+                0,
+                new.size() - old.size(),
+            )
+        };
+        Ok(NonNull::slice_from_raw_parts(p.cast(), new.size()))
+    }
+
+    unsafe fn shrink(
+        &self,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+    ) -> Result<NonNull<[u8]>, allocator_api2::alloc::AllocError> {
+        // SAFETY: forwarded trait contract.
+        unsafe { self.resize(ptr, old, new) }
+    }
+}
+
+impl PoolAlloc {
+    /// grow/shrink: keep the block when the new layout maps to the same class, else move it.
+    unsafe fn resize(
+        &self,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+    ) -> Result<NonNull<[u8]>, allocator_api2::alloc::AllocError> {
+        use allocator_api2::alloc::{AllocError, Allocator};
+        if old.size() != 0 && new.size() != 0 && old.align() == new.align() {
+            // SAFETY: same alignment; GlobalAlloc::realloc keeps the block within its class.
+            let p = unsafe { self.realloc(ptr.as_ptr(), old, new.size()) };
+            return NonNull::new(p)
+                .map(|p| NonNull::slice_from_raw_parts(p, usable_size(new)))
+                .ok_or(AllocError);
+        }
+        let q = self.allocate(new)?;
+        // SAFETY: both blocks hold at least min(old, new) bytes and are distinct; ptr is then freed
+        // with the layout it was allocated with.
+        unsafe {
+            ptr::copy_nonoverlapping(
+                ptr.as_ptr(),
+                q.cast::<u8>().as_ptr(),
+                old.size().min(new.size()),
+            );
+            self.deallocate(ptr, old);
+        }
+        Ok(q)
     }
 }

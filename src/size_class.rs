@@ -1,0 +1,192 @@
+//! The size-class table: which slot size serves a request, and what that costs.
+//!
+//! Classes are 8, 16, 24, …, 64 bytes (steps of 8), then four classes per doubling:
+//! `5·2^(b-2), 6·2^(b-2), 7·2^(b-2), 8·2^(b-2)` for every `2^b` from 64 up to 16 KiB, ending at
+//! [`MAX_SMALL`] = 32 KiB. That is [`NUM_CLASSES`] = 44 classes.
+//!
+//! **Waste bound.** Above 64 B a request `r` in `(2^b, 2^(b+1)]` gets the next multiple of
+//! `2^(b-2)`, so the unused tail of a slot is at most `2^(b-2) - 1` bytes: under 20% of the slot and
+//! under 25% of the request (worst case `r = 2^b + 1`, e.g. 65 B in an 80 B slot). At or below 64 B
+//! the tail is at most 7 bytes.
+//!
+//! **Alignment.** Chunks are aligned to their size (256 KiB) and slot `i` of a chunk starts at
+//! `chunk + i·size`, so a slot is aligned to the largest power of two dividing its class size. A
+//! request with alignment `a > 8` is looked up as `round_up(size, a)`; the class found is then always
+//! a multiple of `a` (the classes between `2^b` and `2^(b+1)` are multiples of `2^(b-2)`, and a
+//! rounded size in that range with `a > 2^(b-2)` is `3·2^(b-1)` or `2^(b+1)`, both classes). So every
+//! alignment up to 32 KiB is served from the pools; larger ones take the large-block path.
+
+/// Number of size classes.
+pub const NUM_CLASSES: usize = 44;
+/// The largest request (after rounding up to its alignment) served from a pool.
+pub const MAX_SMALL: usize = 32 * 1024;
+/// Sizes up to this are looked up in a table; above it a few bit operations find the class.
+const TABLE_MAX: usize = 1024;
+/// Index of the first class above 64 B (the 80 B class).
+const FIRST_SPACED: usize = 8;
+
+/// The slot size of class `c` (the formula the table is built from).
+const fn class_size_of(c: usize) -> usize {
+    if c < FIRST_SPACED {
+        (c + 1) * 8
+    } else {
+        let k = c - FIRST_SPACED;
+        let b = 6 + k / 4;
+        (5 + k % 4) << (b - 2)
+    }
+}
+
+/// The class of a size `s` in `1..=MAX_SMALL` (computed; the table below caches it for small sizes).
+const fn class_of_size_computed(s: usize) -> usize {
+    if s <= 64 {
+        if s == 0 { 0 } else { (s - 1) / 8 }
+    } else {
+        let s1 = s - 1;
+        let b = (usize::BITS - 1 - s1.leading_zeros()) as usize; // floor(log2(s - 1)) ≥ 6
+        let q = (s1 >> (b - 2)) & 3;
+        FIRST_SPACED + (b - 6) * 4 + q
+    }
+}
+
+/// Slot size of every class.
+pub static CLASS_SIZE: [usize; NUM_CLASSES] = {
+    let mut t = [0usize; NUM_CLASSES];
+    let mut c = 0;
+    while c < NUM_CLASSES {
+        t[c] = class_size_of(c);
+        c += 1;
+    }
+    t
+};
+
+/// `SMALL_TABLE[(s + 7) / 8]` is the class of size `s ≤ 1024`.
+static SMALL_TABLE: [u8; TABLE_MAX / 8 + 1] = {
+    let mut t = [0u8; TABLE_MAX / 8 + 1];
+    let mut i = 0;
+    while i < t.len() {
+        t[i] = class_of_size_computed(i * 8) as u8;
+        i += 1;
+    }
+    t
+};
+
+/// The class that serves `size` bytes aligned to `align`, or `None` when the request belongs to the
+/// large-block path (too big, or aligned beyond what a class can give).
+#[inline(always)]
+pub fn class_of(size: usize, align: usize) -> Option<usize> {
+    if size > MAX_SMALL {
+        return None;
+    }
+    let s = if align <= 8 {
+        size
+    } else {
+        // No overflow: size ≤ 32 KiB and a Layout's align is at most 2^62 on 64-bit targets.
+        (size + align - 1) & !(align - 1)
+    };
+    if s <= TABLE_MAX {
+        Some(SMALL_TABLE[(s + 7) >> 3] as usize)
+    } else if s <= MAX_SMALL {
+        Some(class_of_size_computed(s))
+    } else {
+        None
+    }
+}
+
+/// Slot size of class `c`.
+#[inline(always)]
+pub fn size_of(c: usize) -> usize {
+    CLASS_SIZE[c]
+}
+
+/// How many slots of class `c` a thread may keep cached before it hands a batch back to the pool:
+/// about 32 KiB worth, between 2 and 512 slots. Half of it moves per refill or flush.
+pub const fn cache_limit(c: usize) -> u32 {
+    let n = 32 * 1024 / class_size_of(c);
+    if n < 2 {
+        2
+    } else if n > 512 {
+        512
+    } else {
+        n as u32
+    }
+}
+
+/// Slots moved between a thread cache and the pool in one refill or flush.
+#[inline]
+pub const fn batch(c: usize) -> u32 {
+    cache_limit(c).div_ceil(2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_is_increasing_and_ends_at_max() {
+        for c in 1..NUM_CLASSES {
+            assert!(CLASS_SIZE[c] > CLASS_SIZE[c - 1]);
+        }
+        assert_eq!(CLASS_SIZE[0], 8);
+        assert_eq!(CLASS_SIZE[NUM_CLASSES - 1], MAX_SMALL);
+        assert_eq!(CLASS_SIZE[FIRST_SPACED], 80);
+    }
+
+    #[test]
+    fn every_size_fits_its_class_and_the_waste_bound_holds() {
+        // Miri is slow: check every size up to 4 KiB and a stride above.
+        let step = if cfg!(miri) { 61 } else { 1 };
+        let mut s = 1;
+        while s <= MAX_SMALL {
+            let c = class_of(s, 1).unwrap();
+            let slot = size_of(c);
+            assert!(slot >= s, "size {s} got class {c} of {slot} B");
+            assert!(
+                c == 0 || size_of(c - 1) < s,
+                "size {s}: a smaller class fits"
+            );
+            assert_eq!(c, class_of_size_computed(s));
+            if s > 64 {
+                assert!((slot - s) * 4 < s, "size {s}: waste {} ≥ 25%", slot - s);
+                assert!(
+                    (slot - s) * 5 < slot,
+                    "size {s}: waste {} ≥ 20% of slot",
+                    slot - s
+                );
+            } else {
+                assert!(slot - s < 8);
+            }
+            s += if s < 4096 { 1 } else { step };
+        }
+        assert_eq!(class_of(MAX_SMALL + 1, 1), None);
+    }
+
+    #[test]
+    fn aligned_requests_get_aligned_classes() {
+        let step = if cfg!(miri) { 97 } else { 1 };
+        let mut align = 1;
+        while align <= 2 * MAX_SMALL {
+            let mut s = 1;
+            while s <= MAX_SMALL {
+                match class_of(s, align) {
+                    Some(c) => {
+                        let slot = size_of(c);
+                        assert!(slot >= s);
+                        // The slot's own alignment (largest power of two dividing it) covers align.
+                        assert!(1usize << slot.trailing_zeros() >= align, "s={s} a={align}");
+                    }
+                    None => assert!(s.next_multiple_of(align) > MAX_SMALL),
+                }
+                s += step;
+            }
+            align *= 2;
+        }
+    }
+
+    #[test]
+    fn batches_fit_in_the_cache() {
+        for c in 0..NUM_CLASSES {
+            assert!(batch(c) >= 1 && batch(c) <= cache_limit(c));
+            assert!(cache_limit(c) as usize * size_of(c) <= 64 * 1024);
+        }
+    }
+}
