@@ -284,3 +284,68 @@ pub fn install_fork_handlers() {
 pub fn geometry(c: usize) -> (usize, usize) {
     (size_class::CLASS_SIZE[c], chunk::capacity_of(c))
 }
+
+#[cfg(all(test, not(miri)))]
+mod tests {
+    use super::*;
+
+    /// Every slot a refill hands out is distinct, aligned and in a chunk of the right class; flushing
+    /// them all back empties the chunks and returns them beyond the retained one.
+    #[test]
+    fn refill_and_flush_balance_and_release_chunks() {
+        let class = 30; // only this test uses this class's pool
+        let pool = &POOLS[class];
+        let (size, cap) = geometry(class);
+        let mut chains = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        let total = 3 * cap + 5;
+        let mut got = 0;
+        while got < total {
+            let ch = pool.refill(class, 9);
+            assert!(ch.count > 0);
+            let mut s = ch.head;
+            for _ in 0..ch.count {
+                assert!(seen.insert(s as usize), "slot handed out twice");
+                assert_eq!(s as usize % (1 << size.trailing_zeros()), 0);
+                // SAFETY: s is a slot handed out by the pool; its chunk header is live.
+                unsafe {
+                    assert_eq!((*chunk::of(s)).class as usize, class);
+                    s = (*s).next;
+                }
+            }
+            got += ch.count as usize;
+            chains.push(ch);
+        }
+        let (chunks, used, _) = pool.counts();
+        assert_eq!(used, got);
+        assert_eq!(chunks, got.div_ceil(cap));
+        pool.check(class);
+        for ch in chains {
+            pool.flush(ch);
+            pool.check(class);
+        }
+        let (chunks, used, retained) = pool.counts();
+        assert_eq!(used, 0);
+        assert_eq!(retained, chunks);
+        assert!(chunks <= RETAIN.load(Ordering::Relaxed));
+        pool.trim();
+        assert_eq!(pool.counts(), (0, 0, 0));
+    }
+
+    /// A retained empty chunk is reused before a new one is taken.
+    #[test]
+    fn retained_chunk_is_reused() {
+        let class = 31;
+        let pool = &POOLS[class];
+        let ch = pool.refill(class, 3);
+        let first = chunk::of(ch.head);
+        pool.flush(ch);
+        assert_eq!(pool.counts(), (1, 0, 1));
+        let ch = pool.refill(class, 3);
+        assert_eq!(chunk::of(ch.head), first);
+        assert!(chunk::chunks_in_use() >= 1);
+        pool.flush(ch);
+        pool.trim();
+        assert_eq!(pool.counts(), (0, 0, 0));
+    }
+}
