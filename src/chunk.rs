@@ -216,7 +216,8 @@ impl Chunk {
         a >= base && a < self.bump as usize && (a - base) % size == 0
     }
 
-    /// Number of slots on the free list (walks it: for checks and statistics only).
+    /// Number of slots on the free list (walks it: for checks only).
+    #[cfg(test)]
     pub fn free_list_len(&self) -> usize {
         let mut n = 0;
         let mut s = self.free;
@@ -228,7 +229,8 @@ impl Chunk {
         n
     }
 
-    /// Checks the header's invariants (debug builds and tests).
+    /// Checks the header's invariants (tests).
+    #[cfg(test)]
     pub fn check(&self) {
         let size = size_class::CLASS_SIZE[self.class as usize];
         let base = base(self as *const Chunk as *mut Chunk) as usize;
@@ -328,6 +330,7 @@ pub unsafe fn release(base: *mut u8) {
 }
 
 /// Chunks held by pools right now.
+#[cfg(test)]
 pub fn chunks_in_use() -> usize {
     SOURCE.lock().in_use
 }

@@ -33,7 +33,7 @@ unsafe impl GlobalAlloc for PoolAlloc {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         match class_of(layout.size(), layout.align()) {
-            Some(c) => thread_cache::alloc(c),
+            Some(c) => thread_cache::alloc(c, layout.size()),
             // SAFETY: forwarded contract.
             None => unsafe { large::alloc(layout) },
         }
@@ -43,7 +43,7 @@ unsafe impl GlobalAlloc for PoolAlloc {
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         match class_of(layout.size(), layout.align()) {
             // SAFETY: the layout that allocated ptr maps to the same class (caller's contract).
-            Some(c) => unsafe { thread_cache::dealloc(c, ptr) },
+            Some(c) => unsafe { thread_cache::dealloc(c, ptr, layout.size()) },
             // SAFETY: likewise, a large block.
             None => unsafe { large::dealloc(ptr, layout) },
         }
@@ -53,7 +53,7 @@ unsafe impl GlobalAlloc for PoolAlloc {
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         match class_of(layout.size(), layout.align()) {
             Some(c) => {
-                let p = thread_cache::alloc(c);
+                let p = thread_cache::alloc(c, layout.size());
                 if !p.is_null() {
                     // A recycled slot is dirty (at least its link word), so zero what was asked for.
                     // SAFETY: p is a fresh slot of at least layout.size() bytes.
@@ -70,7 +70,10 @@ unsafe impl GlobalAlloc for PoolAlloc {
         let old = class_of(layout.size(), layout.align());
         let new = class_of(new_size, layout.align());
         match (old, new) {
-            (Some(a), Some(b)) if a == b => ptr,
+            (Some(a), Some(b)) if a == b => {
+                thread_cache::resized(a, layout.size(), new_size);
+                ptr
+            }
             // SAFETY: both sizes are large; forwarded contract.
             (None, None) => unsafe { large::realloc(ptr, layout, new_size) },
             _ => {

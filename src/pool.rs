@@ -5,7 +5,11 @@
 //! - `partial`: chunks with a slot to hand out and at least one handed out (`ListKind::Partial`);
 //! - `empty`: chunks with no slot handed out, kept for reuse, at most `retain` of them
 //!   (`ListKind::Empty`);
-//! - full chunks are on no list; a slot freed into one puts it back on `partial`.
+//! - full chunks are on no list; a slot freed into one puts it back on `partial`;
+//! - `transfer`: up to [`TRANSFER_BATCHES`] whole batches flushed by thread caches, parked as they
+//!   came (tcmalloc's transfer cache). A refill takes one whole, so slots that pass from one thread to
+//!   another in batches (producer/consumer, larson) cost O(1) under the lock per batch instead of a
+//!   visit to every slot's chunk. `trim` and [`Pool::drain_transfer`] return them to their chunks.
 
 use crate::chunk::{self, Chain, Chunk, FreeSlot, ListKind};
 use crate::lock::Lock;
@@ -22,7 +26,15 @@ pub fn set_retained_chunks(n: usize) {
     RETAIN.store(n, Ordering::Relaxed);
 }
 
+/// Whole batches a pool parks for the next refill.
+pub const TRANSFER_BATCHES: usize = 4;
+
 struct PoolInner {
+    /// `transfer[..ntransfer]` are chains of exactly `size_class::batch(class)` slots each.
+    transfer: [Chain; TRANSFER_BATCHES],
+    ntransfer: usize,
+    /// Slots in `transfer[..ntransfer]`.
+    transfer_slots: usize,
     partial: *mut Chunk,
     empty: *mut Chunk,
     nempty: usize,
@@ -39,9 +51,14 @@ pub struct Pool {
     inner: Lock<PoolInner>,
 }
 
+type PoolGuard<'a> = spin::mutex::SpinMutexGuard<'a, PoolInner>;
+
 #[allow(clippy::declare_interior_mutable_const)] // used only to build the POOLS array below
 const NEW_POOL: Pool = Pool {
     inner: Lock::new(PoolInner {
+        transfer: [Chain::EMPTY; TRANSFER_BATCHES],
+        ntransfer: 0,
+        transfer_slots: 0,
         partial: ptr::null_mut(),
         empty: ptr::null_mut(),
         nempty: 0,
@@ -121,6 +138,13 @@ impl Pool {
     pub fn refill(&self, class: usize, want: u32) -> Chain {
         let mut out = Chain::EMPTY;
         let mut g = self.inner.lock();
+        if want == size_class::batch(class) && g.ntransfer > 0 {
+            // Slots in the transfer cache are already counted in `used`.
+            g.ntransfer -= 1;
+            let chain = g.transfer[g.ntransfer];
+            g.transfer_slots -= chain.count as usize;
+            return chain;
+        }
         while out.count < want {
             let mut c = g.partial;
             if c.is_null() {
@@ -143,11 +167,56 @@ impl Pool {
 
     /// Returns a chain of `chain.count` slots of this class to their chunks. Chunks that become
     /// empty are retained (up to the limit) or given back to the OS.
-    pub fn flush(&self, chain: Chain) {
+    ///
+    /// A whole batch is parked in the transfer cache when `park` is set and there is room; thread
+    /// exit and `trim` pass `park = false`, because parked slots pin their chunks.
+    pub fn flush(&self, class: usize, chain: Chain, park: bool) {
+        let mut g = self.inner.lock();
+        if park && chain.count == size_class::batch(class) && g.ntransfer < TRANSFER_BATCHES {
+            let n = g.ntransfer;
+            g.transfer[n] = chain;
+            g.ntransfer += 1;
+            g.transfer_slots += chain.count as usize;
+            drop(self.unpark_excess(g));
+            return;
+        }
+        g = self.give_back(g, chain);
+        drop(self.unpark_excess(g));
+    }
+
+    /// Parked slots pin their chunks, so they may be at most a quarter of the slots handed out:
+    /// while a class is busy the transfer cache serves it, and when the program frees everything it
+    /// empties itself (no timer needed).
+    fn unpark_excess<'a>(&'a self, mut g: PoolGuard<'a>) -> PoolGuard<'a> {
+        while g.ntransfer > 0 && g.used < 4 * g.transfer_slots {
+            g.ntransfer -= 1;
+            let chain = g.transfer[g.ntransfer];
+            g.transfer_slots -= chain.count as usize;
+            g = self.give_back(g, chain);
+        }
+        g
+    }
+
+    /// Returns the transfer cache's batches to their chunks.
+    pub fn drain_transfer(&self) {
+        loop {
+            let mut g = self.inner.lock();
+            if g.ntransfer == 0 {
+                return;
+            }
+            g.ntransfer -= 1;
+            let chain = g.transfer[g.ntransfer];
+            g.transfer_slots -= chain.count as usize;
+            drop(self.give_back(g, chain));
+        }
+    }
+
+    /// Returns each slot of `chain` to its chunk. Chunks that become empty are retained (up to the
+    /// limit) or given back to the OS — with the lock released for the syscalls, and taken again.
+    fn give_back<'a>(&'a self, mut g: PoolGuard<'a>, chain: Chain) -> PoolGuard<'a> {
         let mut release: *mut Chunk = ptr::null_mut();
         let retain = RETAIN.load(Ordering::Relaxed);
         {
-            let mut g = self.inner.lock();
             let mut s = chain.head;
             let mut n = 0;
             while n < chain.count {
@@ -181,12 +250,18 @@ impl Pool {
             }
             g.used -= chain.count as usize;
         }
+        if release.is_null() {
+            return g;
+        }
         // Syscalls outside the lock.
+        drop(g);
         release_all(release);
+        self.inner.lock()
     }
 
     /// Gives every retained empty chunk back to the OS.
     pub fn trim(&self) {
+        self.drain_transfer();
         let list = {
             let mut g = self.inner.lock();
             let list = g.empty;
@@ -198,13 +273,18 @@ impl Pool {
         release_all(list);
     }
 
-    /// (chunks held, slots handed out, retained empty chunks).
-    pub fn counts(&self) -> (usize, usize, usize) {
+    /// (chunks held, slots handed out, retained empty chunks, slots in the transfer cache).
+    pub fn counts(&self) -> (usize, usize, usize, usize) {
         let g = self.inner.lock();
-        (g.chunks, g.used, g.nempty)
+        let transfer = g.transfer[..g.ntransfer]
+            .iter()
+            .map(|t| t.count as usize)
+            .sum();
+        (g.chunks, g.used, g.nempty, transfer)
     }
 
-    /// Checks every chunk on the pool's lists (tests and debug builds).
+    /// Checks every chunk on the pool's lists (tests).
+    #[cfg(test)]
     pub fn check(&self, class: usize) {
         let g = self.inner.lock();
         let mut c = g.partial;
@@ -242,15 +322,16 @@ pub fn free_one(class: usize, p: *mut u8) {
             next: ptr::null_mut(),
         })
     };
-    POOLS[class].flush(Chain { head: s, count: 1 });
+    POOLS[class].flush(class, Chain { head: s, count: 1 }, false);
 }
 
 // ---------------------------------------------------------------------------------------------------
 // fork: a child forked while another thread holds a pool lock would deadlock on its first allocation
-// (jemalloc #315). Around fork, the forking thread takes every lock (pools in class order, then the
+// (jemalloc #315). Around fork, the forking thread takes every lock (registry, pools in class order, then the
 // chunk source: the order every other path takes them in) and releases them in parent and child.
 
 extern "C" fn fork_prepare() {
+    crate::thread_cache::lock_for_fork();
     for p in POOLS.iter() {
         core::mem::forget(p.inner.lock());
     }
@@ -265,6 +346,7 @@ extern "C" fn fork_release() {
         for p in POOLS.iter() {
             p.inner.force_unlock();
         }
+        crate::thread_cache::unlock_after_fork();
     }
 }
 
@@ -316,20 +398,20 @@ mod tests {
             got += ch.count as usize;
             chains.push(ch);
         }
-        let (chunks, used, _) = pool.counts();
+        let (chunks, used, _, _) = pool.counts();
         assert_eq!(used, got);
         assert_eq!(chunks, got.div_ceil(cap));
         pool.check(class);
         for ch in chains {
-            pool.flush(ch);
+            pool.flush(class, ch, true);
             pool.check(class);
         }
-        let (chunks, used, retained) = pool.counts();
+        let (chunks, used, retained, _) = pool.counts();
         assert_eq!(used, 0);
         assert_eq!(retained, chunks);
         assert!(chunks <= RETAIN.load(Ordering::Relaxed));
         pool.trim();
-        assert_eq!(pool.counts(), (0, 0, 0));
+        assert_eq!(pool.counts(), (0, 0, 0, 0));
     }
 
     /// A retained empty chunk is reused before a new one is taken.
@@ -339,13 +421,13 @@ mod tests {
         let pool = &POOLS[class];
         let ch = pool.refill(class, 3);
         let first = chunk::of(ch.head);
-        pool.flush(ch);
-        assert_eq!(pool.counts(), (1, 0, 1));
+        pool.flush(class, ch, true);
+        assert_eq!(pool.counts(), (1, 0, 1, 0));
         let ch = pool.refill(class, 3);
         assert_eq!(chunk::of(ch.head), first);
         assert!(chunk::chunks_in_use() >= 1);
-        pool.flush(ch);
+        pool.flush(class, ch, true);
         pool.trim();
-        assert_eq!(pool.counts(), (0, 0, 0));
+        assert_eq!(pool.counts(), (0, 0, 0, 0));
     }
 }

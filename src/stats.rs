@@ -6,25 +6,39 @@ use crate::size_class::NUM_CLASSES;
 use crate::{large, os, thread_cache};
 use core::fmt;
 
-/// Counters of one size class.
+/// Counters of one size class. Slots of a class's chunks are either `live` (held by the program),
+/// `cached` (free, parked in a thread cache or the pool's transfer cache) or `free` (in their chunk).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ClassStats {
     /// Bytes per slot.
     pub slot_size: usize,
     /// Chunks the class's pool holds (in use or retained empty).
     pub chunks: usize,
-    /// Slots handed out of the pool: live blocks plus slots parked in thread caches.
+    /// Slots holding live blocks.
     pub live_slots: usize,
-    /// Slots of the class's chunks not handed out.
+    /// Free slots parked in thread caches and the pool's transfer cache.
+    pub cached_slots: usize,
+    /// Free slots in their chunks (including never-used ones).
     pub free_slots: usize,
     /// Address space held in the class's chunks (`chunks × CHUNK_SIZE`).
     pub reserved_bytes: usize,
+    /// Sum of `Layout::size()` of the live blocks: `live_slots × slot_size - requested_bytes` is the
+    /// exact internal waste.
+    pub requested_bytes: usize,
     /// Empty chunks kept for reuse.
     pub retained_chunks: usize,
 }
 
-/// A snapshot of the allocator's state. Counters are read class by class, so a snapshot taken while
-/// other threads allocate is consistent per class, not across classes.
+impl ClassStats {
+    /// Bytes of the live slots.
+    pub fn live_bytes(&self) -> usize {
+        self.live_slots * self.slot_size
+    }
+}
+
+/// A snapshot of the allocator's state. Counters are read class by class and thread by thread, so
+/// a snapshot taken while other threads allocate is approximate; one taken while they are quiet is
+/// exact.
 #[derive(Clone, Debug)]
 pub struct Stats {
     /// Per size class, smallest first.
@@ -33,6 +47,12 @@ pub struct Stats {
     pub chunks: usize,
     /// Bytes of address space the pools hold in chunks.
     pub reserved_bytes: usize,
+    /// Bytes of slots holding live small blocks.
+    pub live_bytes: usize,
+    /// Bytes requested by live small blocks (sum of their `Layout::size()`).
+    pub requested_bytes: usize,
+    /// Bytes of free slots parked in caches.
+    pub cached_bytes: usize,
     /// Large blocks (served by the system allocator) currently live.
     pub large_blocks: usize,
     /// Bytes requested by the live large blocks.
@@ -43,38 +63,102 @@ pub struct Stats {
 
 /// Takes a snapshot of the allocator's counters. Allocates nothing.
 pub fn stats() -> Stats {
-    let mut classes = [ClassStats::default(); NUM_CLASSES];
-    let mut chunks = 0;
-    for (c, cs) in classes.iter_mut().enumerate() {
-        let (n, used, retained) = POOLS[c].counts();
+    let threads = thread_cache::class_totals();
+    let mut s = Stats {
+        classes: [ClassStats::default(); NUM_CLASSES],
+        chunks: 0,
+        reserved_bytes: 0,
+        live_bytes: 0,
+        requested_bytes: 0,
+        cached_bytes: 0,
+        large_blocks: 0,
+        large_bytes: 0,
+        rss_bytes: None,
+    };
+    for c in 0..NUM_CLASSES {
+        let (chunks, handed_out, retained, transfer) = POOLS[c].counts();
         let (size, cap) = pool::geometry(c);
-        *cs = ClassStats {
+        let (thread_cached, requested) = threads[c];
+        let cached = (transfer + thread_cached).min(handed_out);
+        let cs = ClassStats {
             slot_size: size,
-            chunks: n,
-            live_slots: used,
-            free_slots: n * cap - used,
-            reserved_bytes: n * CHUNK_SIZE,
+            chunks,
+            live_slots: handed_out - cached,
+            cached_slots: cached,
+            free_slots: chunks * cap - handed_out,
+            reserved_bytes: chunks * CHUNK_SIZE,
+            // A snapshot racing with frees can see a transiently "negative" sum: clamp it.
+            requested_bytes: if requested > isize::MAX as usize {
+                0
+            } else {
+                requested
+            },
             retained_chunks: retained,
         };
-        chunks += n;
+        s.chunks += chunks;
+        s.reserved_bytes += cs.reserved_bytes;
+        s.live_bytes += cs.live_bytes();
+        s.requested_bytes += cs.requested_bytes;
+        s.cached_bytes += cached * size;
+        s.classes[c] = cs;
     }
-    let (large_blocks, large_bytes) = large::counts();
-    Stats {
-        classes,
-        chunks,
-        reserved_bytes: chunks * CHUNK_SIZE,
-        large_blocks,
-        large_bytes,
-        rss_bytes: os::rss_bytes(),
-    }
+    (s.large_blocks, s.large_bytes) = large::counts();
+    s.rss_bytes = os::rss_bytes();
+    s
 }
 
-/// Returns to the OS everything that can go now: the calling thread's cached slots go back to their
-/// pools, and every empty chunk is released. Other threads' caches are untouched.
+/// Returns to the OS everything that can go now: the calling thread's cached slots and the pools'
+/// transfer caches go back to their chunks, every empty chunk is released, and (with glibc) the
+/// system allocator trims its heap. Other threads' caches are untouched.
 pub fn trim() {
     thread_cache::flush_current_thread();
     for p in POOLS.iter() {
         p.trim();
+    }
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim has no preconditions.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// Bytes as a short human-readable string, formatted without allocating.
+struct Bytes(usize);
+
+impl fmt::Display for Bytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut out = StackStr {
+            buf: [0; 24],
+            len: 0,
+        };
+        let b = self.0 as f64;
+        let _ = match self.0 {
+            n if n >= 1 << 30 => {
+                fmt::write(&mut out, format_args!("{:.1} GiB", b / (1u64 << 30) as f64))
+            }
+            n if n >= 1 << 20 => {
+                fmt::write(&mut out, format_args!("{:.1} MiB", b / (1 << 20) as f64))
+            }
+            n if n >= 1 << 10 => fmt::write(&mut out, format_args!("{:.1} KiB", b / 1024.0)),
+            n => fmt::write(&mut out, format_args!("{n} B")),
+        };
+        // `pad` aligns the text to the caller's width.
+        f.pad(core::str::from_utf8(&out.buf[..out.len]).unwrap_or("?"))
+    }
+}
+
+/// A small text buffer on the stack.
+struct StackStr {
+    buf: [u8; 24],
+    len: usize,
+}
+
+impl fmt::Write for StackStr {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let n = s.len().min(self.buf.len() - self.len);
+        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+        self.len += n;
+        Ok(())
     }
 }
 
@@ -82,29 +166,57 @@ impl fmt::Display for Stats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "{:>8} {:>7} {:>12} {:>12} {:>12} {:>9}",
-            "slot", "chunks", "live slots", "free slots", "reserved", "retained"
+            "{:>6} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>6} {:>4}",
+            "slot",
+            "chunks",
+            "reserved",
+            "live",
+            "requested",
+            "waste",
+            "cached",
+            "free",
+            "util%",
+            "kept"
         )?;
         for c in self.classes.iter().filter(|c| c.chunks > 0) {
+            let util = if c.reserved_bytes > 0 {
+                100.0 * c.requested_bytes as f64 / c.reserved_bytes as f64
+            } else {
+                0.0
+            };
             writeln!(
                 f,
-                "{:>8} {:>7} {:>12} {:>12} {:>12} {:>9}",
+                "{:>6} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>6.1} {:>4}",
                 c.slot_size,
                 c.chunks,
-                c.live_slots,
-                c.free_slots,
-                c.reserved_bytes,
+                Bytes(c.reserved_bytes),
+                Bytes(c.live_bytes()),
+                Bytes(c.requested_bytes),
+                Bytes(c.live_bytes().saturating_sub(c.requested_bytes)),
+                Bytes(c.cached_slots * c.slot_size),
+                Bytes(c.free_slots * c.slot_size),
+                util,
                 c.retained_chunks
             )?;
         }
         writeln!(
             f,
-            "total: {} chunks, {} bytes reserved; large: {} blocks, {} bytes",
-            self.chunks, self.reserved_bytes, self.large_blocks, self.large_bytes
+            "small: {} chunks, {} reserved, {} live ({} requested), {} cached",
+            self.chunks,
+            Bytes(self.reserved_bytes),
+            Bytes(self.live_bytes),
+            Bytes(self.requested_bytes),
+            Bytes(self.cached_bytes)
+        )?;
+        writeln!(
+            f,
+            "large: {} blocks, {}",
+            self.large_blocks,
+            Bytes(self.large_bytes)
         )?;
         match self.rss_bytes {
-            Some(r) => writeln!(f, "rss: {r} bytes"),
-            None => writeln!(f, "rss: not reported"),
+            Some(r) => writeln!(f, "rss:   {}", Bytes(r)),
+            None => writeln!(f, "rss:   not reported"),
         }
     }
 }

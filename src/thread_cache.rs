@@ -12,26 +12,33 @@
 //! the pools and allocations take single slots from them.
 
 use crate::chunk::{Chain, FreeSlot};
+use crate::lock::Lock;
 use crate::pool::{self, POOLS};
 use crate::size_class::{self, NUM_CLASSES};
-use core::cell::UnsafeCell;
+use core::cell::Cell;
 use core::ptr;
+use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering::Relaxed};
 
-#[derive(Clone, Copy)]
+/// One class's stack. `head` and `limit` are touched only by the owning thread; `count` and
+/// `requested` are also read by [`crate::stats`] from other threads, so they are atomics written
+/// with plain load + store (the owner is their only writer: no read-modify-write needed).
 struct Bin {
     /// Top of the stack of free slots (linked through their first word).
-    head: *mut FreeSlot,
+    head: Cell<*mut FreeSlot>,
     /// Slots on the stack.
-    count: u32,
+    count: AtomicU32,
     /// A push that makes `count > limit` flushes a batch. Zero once the thread is exiting.
-    limit: u32,
+    limit: Cell<u32>,
+    /// Sum of `Layout::size()` of blocks this thread allocated minus those it freed (wrapping: a
+    /// thread that frees others' blocks goes "negative"; the sum over all threads is exact).
+    requested: AtomicUsize,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum State {
-    /// No exit hook registered yet for this thread.
+    /// Not yet registered (no exit hook, not in the registry).
     Fresh,
-    /// The exit hook will flush this cache.
+    /// The exit hook will flush this cache; it is on the registry.
     Registered,
     /// The exit hook ran: the cache must stay empty.
     Exited,
@@ -39,151 +46,280 @@ enum State {
 
 pub struct ThreadCache {
     bins: [Bin; NUM_CLASSES],
-    state: State,
+    state: Cell<State>,
+    /// Registry links (guarded by the registry lock).
+    prev: Cell<*const ThreadCache>,
+    next: Cell<*const ThreadCache>,
 }
 
 const fn initial_bins() -> [Bin; NUM_CLASSES] {
-    let mut b = [Bin {
-        head: ptr::null_mut(),
-        count: 0,
-        limit: 0,
+    let mut b = [const {
+        Bin {
+            head: Cell::new(ptr::null_mut()),
+            count: AtomicU32::new(0),
+            limit: Cell::new(0),
+            requested: AtomicUsize::new(0),
+        }
     }; NUM_CLASSES];
     let mut c = 0;
     while c < NUM_CLASSES {
-        b[c].limit = size_class::cache_limit(c);
+        b[c].limit = Cell::new(size_class::cache_limit(c));
         c += 1;
     }
     b
 }
 
 thread_local! {
-    static CACHE: UnsafeCell<ThreadCache> = const {
-        UnsafeCell::new(ThreadCache { bins: initial_bins(), state: State::Fresh })
+    static CACHE: ThreadCache = const {
+        ThreadCache {
+            bins: initial_bins(),
+            state: Cell::new(State::Fresh),
+            prev: Cell::new(ptr::null()),
+            next: Cell::new(ptr::null()),
+        }
     };
 }
 
-/// A slot of class `c`, or null when out of memory.
 #[inline(always)]
-pub fn alloc(c: usize) -> *mut u8 {
-    CACHE
-        .try_with(|tc| {
-            // SAFETY: the cache belongs to this thread and no reference to it outlives this call
-            // (the allocator is not re-entered from inside it).
-            let tc = unsafe { &mut *tc.get() };
-            let bin = &mut tc.bins[c];
-            let p = bin.head;
-            if !p.is_null() {
-                // SAFETY: p is a free slot on this stack; its first word links to the next.
-                bin.head = unsafe { (*p).next };
-                bin.count -= 1;
-                return p.cast();
-            }
-            tc.refill(c)
-        })
-        .unwrap_or_else(|_| alloc_uncached(c))
+fn bin(tc: &ThreadCache, c: usize) -> &Bin {
+    debug_assert!(c < NUM_CLASSES);
+    // SAFETY: every caller passes a class from size_class::class_of, which is < NUM_CLASSES.
+    unsafe { tc.bins.get_unchecked(c) }
 }
 
-/// Frees slot `p` of class `c`.
+/// A slot of class `c` for a request of `size` bytes, or null when out of memory.
+#[inline(always)]
+pub fn alloc(c: usize, size: usize) -> *mut u8 {
+    CACHE
+        .try_with(|tc| {
+            let bin = bin(tc, c);
+            let p = bin.head.get();
+            if !p.is_null() {
+                // SAFETY: p is a free slot on this stack; its first word links to the next.
+                bin.head.set(unsafe { (*p).next });
+                bin.count.store(bin.count.load(Relaxed) - 1, Relaxed);
+                bin.requested
+                    .store(bin.requested.load(Relaxed).wrapping_add(size), Relaxed);
+                return p.cast();
+            }
+            tc.refill(c, size)
+        })
+        .unwrap_or_else(|_| alloc_uncached(c, size))
+}
+
+/// Frees slot `p` of class `c`, allocated for `size` bytes.
 ///
 /// # Safety
 /// `p` must be a slot of class `c` handed out by this allocator and not used afterwards.
 #[inline(always)]
-pub unsafe fn dealloc(c: usize, p: *mut u8) {
+pub unsafe fn dealloc(c: usize, p: *mut u8, size: usize) {
     let done = CACHE.try_with(|tc| {
-        // SAFETY: as in `alloc`.
-        let tc = unsafe { &mut *tc.get() };
-        let bin = &mut tc.bins[c];
+        let bin = bin(tc, c);
         let s = p.cast::<FreeSlot>();
         // SAFETY: p is a slot at least a word long that nobody uses any more (caller).
-        unsafe { s.write(FreeSlot { next: bin.head }) };
-        bin.head = s;
-        bin.count += 1;
-        if bin.count > bin.limit {
+        unsafe {
+            s.write(FreeSlot {
+                next: bin.head.get(),
+            })
+        };
+        bin.head.set(s);
+        let n = bin.count.load(Relaxed) + 1;
+        bin.count.store(n, Relaxed);
+        bin.requested
+            .store(bin.requested.load(Relaxed).wrapping_sub(size), Relaxed);
+        if n > bin.limit.get() {
             tc.overflow(c);
         }
     });
     if done.is_err() {
-        pool::free_one(c, p);
+        free_uncached(c, p, size);
     }
 }
 
+/// A block of class `c` stays in place while its requested size changes from `old` to `new`.
+#[inline]
+pub fn resized(c: usize, old: usize, new: usize) {
+    let done = CACHE.try_with(|tc| {
+        let b = bin(tc, c);
+        let r = b
+            .requested
+            .load(Relaxed)
+            .wrapping_add(new)
+            .wrapping_sub(old);
+        b.requested.store(r, Relaxed);
+        if b.limit.get() == 0 {
+            ORPHAN_REQUESTED[c].fetch_add(b.requested.swap(0, Relaxed), Relaxed);
+        }
+    });
+    if done.is_err() {
+        ORPHAN_REQUESTED[c].fetch_add(new.wrapping_sub(old), Relaxed);
+    }
+}
+
+/// Per-class requested bytes of threads that have exited or could not use their cache.
+static ORPHAN_REQUESTED: [AtomicUsize; NUM_CLASSES] = [const { AtomicUsize::new(0) }; NUM_CLASSES];
+
 #[cold]
-fn alloc_uncached(c: usize) -> *mut u8 {
-    POOLS[c].refill(c, 1).head.cast()
+fn alloc_uncached(c: usize, size: usize) -> *mut u8 {
+    let p = POOLS[c].refill(c, 1).head;
+    if !p.is_null() {
+        ORPHAN_REQUESTED[c].fetch_add(size, Relaxed);
+    }
+    p.cast()
+}
+
+#[cold]
+fn free_uncached(c: usize, p: *mut u8, size: usize) {
+    ORPHAN_REQUESTED[c].fetch_sub(size, Relaxed);
+    pool::free_one(c, p);
 }
 
 impl ThreadCache {
     #[cold]
     #[inline(never)]
-    fn refill(&mut self, c: usize) -> *mut u8 {
-        if self.state != State::Registered {
-            if self.state == State::Exited {
-                return alloc_uncached(c);
-            }
-            register_exit_hook();
-            self.state = State::Registered;
+    fn refill(&self, c: usize, size: usize) -> *mut u8 {
+        match self.state.get() {
+            State::Registered => {}
+            State::Exited => return alloc_uncached(c, size),
+            State::Fresh => self.register(),
         }
         let chain = POOLS[c].refill(c, size_class::batch(c));
         if chain.head.is_null() {
             return ptr::null_mut();
         }
         let p = chain.head;
-        let bin = &mut self.bins[c];
-        debug_assert!(bin.head.is_null() && bin.count == 0);
+        let bin = bin(self, c);
+        debug_assert!(bin.head.get().is_null() && bin.count.load(Relaxed) == 0);
         // SAFETY: p heads a chain of `count` free slots just handed to this thread.
-        bin.head = unsafe { (*p).next };
-        bin.count = chain.count - 1;
+        bin.head.set(unsafe { (*p).next });
+        bin.count.store(chain.count - 1, Relaxed);
+        bin.requested
+            .store(bin.requested.load(Relaxed).wrapping_add(size), Relaxed);
         p.cast()
     }
 
     /// The stack of class `c` went over its limit: hand a batch (or everything, once exiting) back.
     #[cold]
     #[inline(never)]
-    fn overflow(&mut self, c: usize) {
-        let n = if self.bins[c].limit == 0 {
-            self.bins[c].count
+    fn overflow(&self, c: usize) {
+        let bin = bin(self, c);
+        if bin.limit.get() == 0 {
+            // Exiting: this cache is off the registry, so its counter goes to the orphan total.
+            ORPHAN_REQUESTED[c].fetch_add(bin.requested.swap(0, Relaxed), Relaxed);
+            self.flush(c, u32::MAX, false);
         } else {
-            size_class::batch(c)
-        };
-        self.flush(c, n);
+            self.flush(c, size_class::batch(c), true);
+        }
     }
 
-    /// Moves the top `n` slots of class `c` to the pool.
-    fn flush(&mut self, c: usize, n: u32) {
-        let bin = &mut self.bins[c];
-        let n = n.min(bin.count);
+    /// Moves the top `n` slots of class `c` to the pool (`park`: see `Pool::flush`).
+    fn flush(&self, c: usize, n: u32, park: bool) {
+        let bin = bin(self, c);
+        let count = bin.count.load(Relaxed);
+        let n = n.min(count);
         if n == 0 {
             return;
         }
-        let head = bin.head;
+        let head = bin.head.get();
         let mut last = head;
         // SAFETY: the stack holds `count ≥ n` linked slots.
         unsafe {
             for _ in 1..n {
                 last = (*last).next;
             }
-            bin.head = (*last).next;
+            bin.head.set((*last).next);
             (*last).next = ptr::null_mut();
         }
-        bin.count -= n;
-        POOLS[c].flush(Chain { head, count: n });
+        bin.count.store(count - n, Relaxed);
+        POOLS[c].flush(c, Chain { head, count: n }, park);
     }
 
-    /// Moves every cached slot to the pools.
-    fn flush_all(&mut self) {
+    /// Moves every cached slot back to its chunk.
+    fn flush_all(&self) {
         for c in 0..NUM_CLASSES {
-            let n = self.bins[c].count;
-            self.flush(c, n);
+            self.flush(c, u32::MAX, false);
+        }
+    }
+
+    /// Puts this cache on the registry and arranges for the exit hook to run.
+    fn register(&self) {
+        self.state.set(State::Registered);
+        let mut head = REGISTRY.lock();
+        self.next.set(head.0);
+        if !head.0.is_null() {
+            // SAFETY: registry entries are live caches of running threads; we hold the lock.
+            unsafe { (*head.0).prev.set(self) };
+        }
+        head.0 = self;
+        drop(head);
+        register_exit_hook();
+    }
+
+    /// Takes this cache off the registry, folding its counters into the orphan totals.
+    fn unregister(&self) {
+        let mut head = REGISTRY.lock();
+        for (c, b) in self.bins.iter().enumerate() {
+            ORPHAN_REQUESTED[c].fetch_add(b.requested.swap(0, Relaxed), Relaxed);
+        }
+        let (p, n) = (self.prev.get(), self.next.get());
+        // SAFETY: neighbours on the registry are live caches; we hold the lock.
+        unsafe {
+            if p.is_null() {
+                head.0 = n;
+            } else {
+                (*p).next.set(n);
+            }
+            if !n.is_null() {
+                (*n).prev.set(p);
+            }
         }
     }
 }
 
+/// Head of the list of registered thread caches.
+struct Registry(*const ThreadCache);
+// SAFETY: the pointers name thread caches that stay alive while registered; access is serialised
+// by the lock, and other threads only read their atomic counters.
+unsafe impl Send for Registry {}
+static REGISTRY: Lock<Registry> = Lock::new(Registry(ptr::null()));
+
+/// Per class: (slots cached by threads, requested bytes of live blocks).
+pub fn class_totals() -> [(usize, usize); NUM_CLASSES] {
+    let mut t = [(0usize, 0usize); NUM_CLASSES];
+    for (c, o) in ORPHAN_REQUESTED.iter().enumerate() {
+        t[c].1 = o.load(Relaxed);
+    }
+    let head = REGISTRY.lock();
+    let mut tc = head.0;
+    while !tc.is_null() {
+        // SAFETY: registered caches stay alive until they unregister, which needs this lock; we
+        // only read their atomics.
+        unsafe {
+            for (c, b) in (*tc).bins.iter().enumerate() {
+                t[c].0 += b.count.load(Relaxed) as usize;
+                t[c].1 = t[c].1.wrapping_add(b.requested.load(Relaxed));
+            }
+            tc = (*tc).next.get();
+        }
+    }
+    t
+}
+
 /// Returns the calling thread's cached slots to the pools.
 pub fn flush_current_thread() {
-    let _ = CACHE.try_with(|tc| {
-        // SAFETY: as in `alloc`.
-        unsafe { &mut *tc.get() }.flush_all()
-    });
+    let _ = CACHE.try_with(|tc| tc.flush_all());
+}
+
+/// Locks the registry for `fork`.
+pub(crate) fn lock_for_fork() {
+    core::mem::forget(REGISTRY.lock());
+}
+
+/// # Safety
+/// Only after [`lock_for_fork`], by the same thread (or its forked child).
+pub(crate) unsafe fn unlock_after_fork() {
+    // SAFETY: held by lock_for_fork, guard forgotten.
+    unsafe { REGISTRY.force_unlock() };
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -193,13 +329,12 @@ static EXIT_KEY: spin::Once<Option<libc::pthread_key_t>> = spin::Once::new();
 
 extern "C" fn on_thread_exit(_: *mut libc::c_void) {
     let _ = CACHE.try_with(|tc| {
-        // SAFETY: as in `alloc`; this runs on the exiting thread itself.
-        let tc = unsafe { &mut *tc.get() };
-        tc.flush_all();
-        tc.state = State::Exited;
-        for b in tc.bins.iter_mut() {
-            b.limit = 0;
+        for b in tc.bins.iter() {
+            b.limit.set(0);
         }
+        tc.state.set(State::Exited);
+        tc.flush_all();
+        tc.unregister();
     });
 }
 
