@@ -25,13 +25,51 @@ pub const CHUNK_SHIFT: usize = 18;
 /// Size and alignment of every chunk: 256 KiB. Big enough for 7 slots of the largest class, small
 /// enough that a chunk of a small class empties (and returns to the OS) in a reasonable time.
 pub const CHUNK_SIZE: usize = 1 << CHUNK_SHIFT;
-/// Bytes reserved at the end of every chunk for its header.
+/// Bytes at the end of every chunk for its header.
 pub const HEADER_SIZE: usize = 128;
+/// Bytes at the end of every chunk that hold no slots: the header, and with `hardened` the bitmap of
+/// handed-out slots just below it.
+#[cfg(not(feature = "hardened"))]
+pub const TRAILER_SIZE: usize = HEADER_SIZE;
+#[cfg(feature = "hardened")]
+pub const TRAILER_SIZE: usize = HEADER_SIZE + crate::hardened::BITMAP_BYTES;
 
-/// A free slot: its first word links to the next free slot.
+/// A free slot: its first word links to the next free slot (encoded with `hardened`).
 #[repr(C)]
 pub struct FreeSlot {
-    pub next: *mut FreeSlot,
+    link: *mut FreeSlot,
+}
+
+impl FreeSlot {
+    /// The slot after `s` on its list.
+    ///
+    /// # Safety
+    /// `s` must be a free slot on a list (its first word written by [`FreeSlot::set_next`]).
+    #[inline(always)]
+    pub unsafe fn next(s: *mut FreeSlot) -> *mut FreeSlot {
+        // SAFETY: s is a free slot, at least a word long and pointer-aligned (caller).
+        let raw = unsafe { (*s).link };
+        #[cfg(feature = "hardened")]
+        {
+            let n = crate::hardened::decode(raw);
+            crate::hardened::check_link(s, n);
+            n
+        }
+        #[cfg(not(feature = "hardened"))]
+        raw
+    }
+
+    /// Links free slot `s` to `next`.
+    ///
+    /// # Safety
+    /// `s` must be a free slot nobody else uses.
+    #[inline(always)]
+    pub unsafe fn set_next(s: *mut FreeSlot, next: *mut FreeSlot) {
+        #[cfg(feature = "hardened")]
+        let next = crate::hardened::encode(next);
+        // SAFETY: s is a free slot, at least a word long and pointer-aligned (caller).
+        unsafe { s.write(FreeSlot { link: next }) }
+    }
 }
 
 /// Which list of its pool a chunk is on.
@@ -68,14 +106,19 @@ pub struct Chunk {
     pub list: ListKind,
     /// The never-used part `[bump, end)` is known to hold zeros (the chunk came fresh from the OS).
     pub bump_zeroed: bool,
+    /// [`LIVE`] while a pool holds the chunk; zero once it is released (purging zeroes it).
+    magic: usize,
 }
 
+/// The header magic of a chunk held by a pool.
+const LIVE: usize = 0x706f_6f6c_616c_6c63; // "poolallc"
+
 const _: () = assert!(core::mem::size_of::<Chunk>() <= HEADER_SIZE);
-const _: () = assert!(size_class::MAX_SMALL * 7 <= CHUNK_SIZE - HEADER_SIZE);
+const _: () = assert!(size_class::MAX_SMALL * 7 <= CHUNK_SIZE - TRAILER_SIZE);
 
 /// Slots of class `c` in one chunk.
 pub const fn capacity_of(c: usize) -> usize {
-    (CHUNK_SIZE - HEADER_SIZE) / size_class::CLASS_SIZE[c]
+    (CHUNK_SIZE - TRAILER_SIZE) / size_class::CLASS_SIZE[c]
 }
 
 /// The header of the chunk that holds address `p`.
@@ -130,9 +173,17 @@ impl Chunk {
                 class: class as u32,
                 list: ListKind::Empty,
                 bump_zeroed: zeroed,
+                magic: LIVE,
             });
         }
         c
+    }
+
+    /// True while a pool holds this chunk.
+    #[cfg(feature = "hardened")]
+    #[inline]
+    pub fn is_live(&self) -> bool {
+        self.magic == LIVE
     }
 
     /// True when the chunk has no slot left to hand out.
@@ -157,12 +208,14 @@ impl Chunk {
             // SAFETY: every slot on the free list is a free slot of this chunk whose first word is a
             // valid link (invariant of `free`).
             unsafe {
-                while n < want && !(*last).next.is_null() {
-                    last = (*last).next;
+                let mut after = FreeSlot::next(last);
+                while n < want && !after.is_null() {
+                    last = after;
+                    after = FreeSlot::next(last);
                     n += 1;
                 }
-                self.free = (*last).next;
-                (*last).next = out.head;
+                self.free = after;
+                FreeSlot::set_next(last, out.head);
             }
             out.head = first;
         }
@@ -177,11 +230,16 @@ impl Chunk {
             // handed-out slot; every slot start is aligned for a pointer (sizes are multiples of 8).
             unsafe {
                 let mut s = first.add((k - 1) * size);
-                s.cast::<FreeSlot>().write(FreeSlot { next: out.head });
-                while s != first {
-                    let prev = s.sub(size);
-                    prev.cast::<FreeSlot>().write(FreeSlot { next: s.cast() });
-                    s = prev;
+                let mut next = out.head;
+                loop {
+                    #[cfg(feature = "hardened")]
+                    crate::hardened::poison(s, size);
+                    FreeSlot::set_next(s.cast(), next);
+                    if s == first {
+                        break;
+                    }
+                    next = s.cast();
+                    s = s.sub(size);
                 }
                 self.bump = first.add(k * size);
             }
@@ -203,7 +261,7 @@ impl Chunk {
         debug_assert!(self.used > 0);
         debug_assert!(self.owns_slot(s.cast()));
         // SAFETY: s is a slot of this chunk (caller) and at least a word long.
-        unsafe { s.write(FreeSlot { next: self.free }) };
+        unsafe { FreeSlot::set_next(s, self.free) };
         self.free = s;
         self.used -= 1;
     }
@@ -224,7 +282,7 @@ impl Chunk {
         while !s.is_null() {
             n += 1;
             // SAFETY: invariant of `free`.
-            s = unsafe { (*s).next };
+            s = unsafe { FreeSlot::next(s) };
         }
         n
     }
@@ -280,6 +338,8 @@ static SOURCE: Lock<Source> = Lock::new(Source {
 /// A zeroed chunk for a pool, or null when the OS has no memory.
 pub fn acquire() -> *mut u8 {
     crate::pool::install_fork_handlers();
+    #[cfg(feature = "hardened")]
+    crate::hardened::init();
     let mut s = SOURCE.lock();
     let p = if s.nspare > 0 {
         s.nspare -= 1;
@@ -292,10 +352,15 @@ pub fn acquire() -> *mut u8 {
                 drop(s);
                 let one = os::map_aligned(CHUNK_SIZE, CHUNK_SIZE);
                 if !one.is_null() {
-                    SOURCE.lock().in_use += 1;
+                    let mut s = SOURCE.lock();
+                    #[cfg(feature = "hardened")]
+                    crate::hardened::register_chunks(one, CHUNK_SIZE);
+                    s.in_use += 1;
                 }
                 return one;
             }
+            #[cfg(feature = "hardened")]
+            crate::hardened::register_chunks(r, REGION_CHUNKS * CHUNK_SIZE);
             s.cur = r;
             s.left = REGION_CHUNKS;
         }
@@ -324,7 +389,8 @@ pub unsafe fn release(base: *mut u8) {
         s.nspare += 1;
     } else {
         drop(s);
-        // SAFETY: as above; the chunk is a whole, CHUNK_SIZE-aligned part of a mapping of ours.
+        // SAFETY: as above; the chunk is a whole, CHUNK_SIZE-aligned part of a mapping of ours. (With
+        // `hardened` its bit in the chunk map stays set; its header reads as not live, or faults.)
         unsafe { os::unmap(base, CHUNK_SIZE) };
     }
 }
@@ -410,7 +476,7 @@ mod tests {
                 assert!(seen.insert(s as usize), "slot handed out twice");
                 order.push(s);
                 // SAFETY: s is a slot of the chain.
-                s = unsafe { (*s).next };
+                s = unsafe { FreeSlot::next(s) };
             }
             assert_eq!(seen.len(), cap as usize);
             c.check();
@@ -430,7 +496,7 @@ mod tests {
             while !s.is_null() {
                 assert!(seen2.insert(s as usize));
                 // SAFETY: s is a slot of the chain.
-                s = unsafe { (*s).next };
+                s = unsafe { FreeSlot::next(s) };
             }
             assert_eq!(seen2.len() as u32, back);
             assert_eq!(c.used, cap);
@@ -454,7 +520,7 @@ mod tests {
             while !s.is_null() {
                 assert_eq!(s as usize % align, 0);
                 // SAFETY: s is a slot of the chain.
-                s = unsafe { (*s).next };
+                s = unsafe { FreeSlot::next(s) };
             }
         }
         // SAFETY: allocated above with l.

@@ -33,7 +33,14 @@ unsafe impl GlobalAlloc for PoolAlloc {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         match class_of(layout.size(), layout.align()) {
-            Some(c) => thread_cache::alloc(c, layout.size()),
+            Some(c) => {
+                let p = thread_cache::alloc(c, layout.size());
+                #[cfg(feature = "hardened")]
+                if !p.is_null() {
+                    crate::hardened::on_hand_out(p, c);
+                }
+                p
+            }
             // SAFETY: forwarded contract.
             None => unsafe { large::alloc(layout) },
         }
@@ -42,8 +49,12 @@ unsafe impl GlobalAlloc for PoolAlloc {
     #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         match class_of(layout.size(), layout.align()) {
-            // SAFETY: the layout that allocated ptr maps to the same class (caller's contract).
-            Some(c) => unsafe { thread_cache::dealloc(c, ptr, layout.size()) },
+            Some(c) => {
+                #[cfg(feature = "hardened")]
+                crate::hardened::on_free(ptr, c);
+                // SAFETY: the layout that allocated ptr maps to the same class (caller's contract).
+                unsafe { thread_cache::dealloc(c, ptr, layout.size()) }
+            }
             // SAFETY: likewise, a large block.
             None => unsafe { large::dealloc(ptr, layout) },
         }
@@ -54,6 +65,10 @@ unsafe impl GlobalAlloc for PoolAlloc {
         match class_of(layout.size(), layout.align()) {
             Some(c) => {
                 let p = thread_cache::alloc(c, layout.size());
+                #[cfg(feature = "hardened")]
+                if !p.is_null() {
+                    crate::hardened::on_hand_out(p, c);
+                }
                 if !p.is_null() {
                     // A recycled slot is dirty (at least its link word), so zero what was asked for.
                     // SAFETY: p is a fresh slot of at least layout.size() bytes.
@@ -69,6 +84,11 @@ unsafe impl GlobalAlloc for PoolAlloc {
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         let old = class_of(layout.size(), layout.align());
         let new = class_of(new_size, layout.align());
+        #[cfg(feature = "hardened")]
+        match old {
+            Some(a) => crate::hardened::check_live(ptr, a),
+            None => crate::hardened::on_large_free(ptr, true),
+        }
         match (old, new) {
             (Some(a), Some(b)) if a == b => {
                 thread_cache::resized(a, layout.size(), new_size);

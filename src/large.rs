@@ -12,6 +12,8 @@ static BYTES: AtomicUsize = AtomicUsize::new(0);
 #[inline]
 fn counted(p: *mut u8, size: usize) -> *mut u8 {
     if !p.is_null() {
+        #[cfg(feature = "hardened")]
+        crate::hardened::on_large_alloc(p);
         BLOCKS.fetch_add(1, Ordering::Relaxed);
         BYTES.fetch_add(size, Ordering::Relaxed);
     }
@@ -35,6 +37,8 @@ pub unsafe fn alloc_zeroed(layout: Layout) -> *mut u8 {
 /// # Safety
 /// As `GlobalAlloc::dealloc`, for a block from this module.
 pub unsafe fn dealloc(p: *mut u8, layout: Layout) {
+    #[cfg(feature = "hardened")]
+    crate::hardened::on_large_free(p, false);
     BLOCKS.fetch_sub(1, Ordering::Relaxed);
     BYTES.fetch_sub(layout.size(), Ordering::Relaxed);
     // SAFETY: forwarded contract.
@@ -47,6 +51,11 @@ pub unsafe fn realloc(p: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
     // SAFETY: forwarded contract.
     let q = unsafe { System.realloc(p, layout, new_size) };
     if !q.is_null() {
+        #[cfg(feature = "hardened")]
+        {
+            crate::hardened::on_large_free(p, false);
+            crate::hardened::on_large_alloc(q);
+        }
         BYTES.fetch_add(new_size, Ordering::Relaxed);
         BYTES.fetch_sub(layout.size(), Ordering::Relaxed);
     }

@@ -38,6 +38,8 @@
 
 mod chunk;
 mod global;
+#[cfg(feature = "hardened")]
+mod hardened;
 mod large;
 mod lock;
 mod os;

@@ -223,7 +223,7 @@ impl Pool {
                 // SAFETY: the chain holds `count` slots of this class handed out by this pool; each
                 // first word links to the next. We hold the lock, so chunk headers are ours.
                 unsafe {
-                    let next = (*s).next;
+                    let next = FreeSlot::next(s);
                     let c = chunk::of(s);
                     (*c).put(s);
                     match (*c).list {
@@ -317,11 +317,7 @@ fn release_all(mut c: *mut Chunk) {
 pub fn free_one(class: usize, p: *mut u8) {
     let s = p.cast::<FreeSlot>();
     // SAFETY: p is a handed-out slot of class `class` (caller of dealloc); a one-slot chain.
-    unsafe {
-        s.write(FreeSlot {
-            next: ptr::null_mut(),
-        })
-    };
+    unsafe { FreeSlot::set_next(s, ptr::null_mut()) };
     POOLS[class].flush(class, Chain { head: s, count: 1 }, false);
 }
 
@@ -392,7 +388,7 @@ mod tests {
                 // SAFETY: s is a slot handed out by the pool; its chunk header is live.
                 unsafe {
                     assert_eq!((*chunk::of(s)).class as usize, class);
-                    s = (*s).next;
+                    s = FreeSlot::next(s);
                 }
             }
             got += ch.count as usize;

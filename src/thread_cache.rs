@@ -96,7 +96,7 @@ pub fn alloc(c: usize, size: usize) -> *mut u8 {
             let p = bin.head.get();
             if !p.is_null() {
                 // SAFETY: p is a free slot on this stack; its first word links to the next.
-                bin.head.set(unsafe { (*p).next });
+                bin.head.set(unsafe { FreeSlot::next(p) });
                 bin.count.store(bin.count.load(Relaxed) - 1, Relaxed);
                 bin.requested
                     .store(bin.requested.load(Relaxed).wrapping_add(size), Relaxed);
@@ -117,11 +117,7 @@ pub unsafe fn dealloc(c: usize, p: *mut u8, size: usize) {
         let bin = bin(tc, c);
         let s = p.cast::<FreeSlot>();
         // SAFETY: p is a slot at least a word long that nobody uses any more (caller).
-        unsafe {
-            s.write(FreeSlot {
-                next: bin.head.get(),
-            })
-        };
+        unsafe { FreeSlot::set_next(s, bin.head.get()) };
         bin.head.set(s);
         let n = bin.count.load(Relaxed) + 1;
         bin.count.store(n, Relaxed);
@@ -191,7 +187,7 @@ impl ThreadCache {
         let bin = bin(self, c);
         debug_assert!(bin.head.get().is_null() && bin.count.load(Relaxed) == 0);
         // SAFETY: p heads a chain of `count` free slots just handed to this thread.
-        bin.head.set(unsafe { (*p).next });
+        bin.head.set(unsafe { FreeSlot::next(p) });
         bin.count.store(chain.count - 1, Relaxed);
         bin.requested
             .store(bin.requested.load(Relaxed).wrapping_add(size), Relaxed);
@@ -225,10 +221,10 @@ impl ThreadCache {
         // SAFETY: the stack holds `count ≥ n` linked slots.
         unsafe {
             for _ in 1..n {
-                last = (*last).next;
+                last = FreeSlot::next(last);
             }
-            bin.head.set((*last).next);
-            (*last).next = ptr::null_mut();
+            bin.head.set(FreeSlot::next(last));
+            FreeSlot::set_next(last, ptr::null_mut());
         }
         bin.count.store(count - n, Relaxed);
         POOLS[c].flush(c, Chain { head, count: n }, park);

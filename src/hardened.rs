@@ -1,0 +1,383 @@
+//! Checks compiled in with the `hardened` feature. Each detects a misuse or a corruption and aborts
+//! the process with a message that names it (never a panic: the allocator must not unwind).
+//!
+//! | misuse | how it is caught |
+//! |---|---|
+//! | double free, realloc of a freed block | a bit per slot, set while the slot is handed out (atomic, in the chunk's trailer); large blocks: a table of live blocks |
+//! | free of an interior, unaligned, wild or foreign pointer | a bitmap of the address space marking our chunks; the slot grid of the chunk; the live-large-block table |
+//! | size-mismatched dealloc | the layout's class against the chunk header's class |
+//! | corrupted free-list links | links stored as `rotl(p ^ k1, k0) + k0` with per-process keys, and a decoded link must name a chunk of ours of the same class |
+//! | write after free | freed slots carry the `0x1deadb0b` pattern in their first 128 bytes (after the link word), checked when handed out again |
+//!
+//! Not caught: a double free after the slot was handed out again (it is then a valid free of the new
+//! block), writes past the first 128 bytes of a freed slot, and overflows into a live neighbour.
+
+use crate::chunk::{self, CHUNK_SHIFT, CHUNK_SIZE, Chunk, FreeSlot};
+use crate::lock::Lock;
+use crate::{os, size_class};
+use core::fmt::{self, Write};
+use core::ptr;
+use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering::Relaxed};
+
+// --- aborting with a message ----------------------------------------------------------------------
+
+struct StderrBuf {
+    buf: [u8; 256],
+    len: usize,
+}
+
+impl Write for StderrBuf {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let n = s.len().min(self.buf.len() - self.len);
+        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+        self.len += n;
+        Ok(())
+    }
+}
+
+/// Prints `poolalloc: <message>` to stderr without allocating and aborts.
+#[cold]
+#[inline(never)]
+pub fn fatal(args: fmt::Arguments<'_>) -> ! {
+    let mut b = StderrBuf {
+        buf: [0; 256],
+        len: 0,
+    };
+    let _ = b.write_str("poolalloc: ");
+    let _ = b.write_fmt(args);
+    let _ = b.write_str("\n");
+    // SAFETY: the buffer holds `len` initialised bytes; write and abort have no other preconditions.
+    unsafe {
+        libc::write(2, b.buf.as_ptr().cast(), b.len);
+        libc::abort();
+    }
+}
+
+// --- per-process keys for free-list links ---------------------------------------------------------
+
+static K0: AtomicUsize = AtomicUsize::new(0);
+static K1: AtomicUsize = AtomicUsize::new(0);
+
+/// Draws the keys once, before the first chunk exists (so before any link is stored).
+pub fn init() {
+    static ONCE: spin::Once<()> = spin::Once::new();
+    ONCE.call_once(|| {
+        let mut k = [0usize; 2];
+        // SAFETY: the buffer is valid for its size; getrandom may fill less on failure.
+        let n = unsafe { libc::getrandom(k.as_mut_ptr().cast(), size_of_val(&k), 0) };
+        if n != size_of_val(&k) as isize {
+            // Fall back to address-space randomisation and the clock.
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as usize)
+                .unwrap_or(0);
+            k = [
+                t ^ (&K0 as *const _ as usize),
+                t.rotate_left(29) ^ (init as *const () as usize),
+            ];
+        }
+        K0.store(k[0] | 1, Relaxed);
+        K1.store(k[1], Relaxed);
+    });
+}
+
+#[inline(always)]
+pub fn encode(p: *mut FreeSlot) -> *mut FreeSlot {
+    let (k0, k1) = (K0.load(Relaxed), K1.load(Relaxed));
+    p.map_addr(|a| (a ^ k1).rotate_left((k0 & 63) as u32).wrapping_add(k0))
+}
+
+#[inline(always)]
+pub fn decode(e: *mut FreeSlot) -> *mut FreeSlot {
+    let (k0, k1) = (K0.load(Relaxed), K1.load(Relaxed));
+    e.map_addr(|a| a.wrapping_sub(k0).rotate_right((k0 & 63) as u32) ^ k1)
+}
+
+/// Checks a decoded link read from slot `from`: null, or a slot of a chunk of ours of the same class.
+#[inline(always)]
+pub fn check_link(from: *mut FreeSlot, next: *mut FreeSlot) {
+    if next.is_null() {
+        return;
+    }
+    // SAFETY: `from` is a free slot of one of our chunks, so its header is readable.
+    let class = unsafe { (*chunk::of(from)).class };
+    // SAFETY: read only after is_ours confirms the chunk is mapped and ours.
+    if !is_ours(next.cast()) || unsafe { (*chunk::of(next)).class } != class {
+        fatal(format_args!(
+            "corrupted free list: slot {from:p} links to {next:p} (heap overflow or write after free?)"
+        ));
+    }
+}
+
+// --- which chunks are ours ------------------------------------------------------------------------
+
+/// One bit per CHUNK_SIZE of a 47-bit address space: 2^29 bits, 64 MiB of address space mapped once;
+/// only the pages that cover our chunks are ever touched.
+const ADDR_BITS: usize = 47;
+const MAP_WORDS: usize = 1 << (ADDR_BITS - CHUNK_SHIFT - 6);
+static CHUNK_MAP: AtomicPtr<AtomicU64> = AtomicPtr::new(ptr::null_mut());
+
+/// Marks `[base, base + len)` (whole chunks) as ours. Called by the chunk source with its lock held.
+pub fn register_chunks(base: *mut u8, len: usize) {
+    let mut map = CHUNK_MAP.load(Relaxed);
+    if map.is_null() {
+        map = os::map(MAP_WORDS * 8).cast();
+        if map.is_null() {
+            fatal(format_args!("cannot map the chunk bitmap"));
+        }
+        CHUNK_MAP.store(map, Relaxed);
+    }
+    let first = base as usize >> CHUNK_SHIFT;
+    for i in first..first + len / CHUNK_SIZE {
+        if i >> 6 >= MAP_WORDS {
+            fatal(format_args!(
+                "chunk {:#x} above the 47-bit address space",
+                i << CHUNK_SHIFT
+            ));
+        }
+        // SAFETY: map has MAP_WORDS words and i >> 6 < MAP_WORDS.
+        unsafe { (*map.add(i >> 6)).fetch_or(1 << (i & 63), Relaxed) };
+    }
+}
+
+/// True when `p` lies in a chunk this allocator mapped.
+#[inline]
+pub fn is_ours(p: *mut u8) -> bool {
+    let map = CHUNK_MAP.load(Relaxed);
+    let i = p as usize >> CHUNK_SHIFT;
+    if map.is_null() || i >> 6 >= MAP_WORDS {
+        return false;
+    }
+    // SAFETY: in bounds, checked above.
+    unsafe { (*map.add(i >> 6)).load(Relaxed) & (1 << (i & 63)) != 0 }
+}
+
+// --- per-slot "handed out" bits ---------------------------------------------------------------------
+
+/// Bytes of a chunk's trailer taken by the slot bitmap (one bit per 8-byte slot, the smallest).
+pub const BITMAP_BYTES: usize = CHUNK_SIZE / 8 / 8;
+
+/// The bitmap word and bit of slot `p` in chunk `c`, whose slot index is `idx`.
+#[inline]
+fn bit(c: *mut Chunk, idx: usize) -> (&'static AtomicU64, u64) {
+    let words = chunk::base(c)
+        .wrapping_add(CHUNK_SIZE - chunk::HEADER_SIZE - BITMAP_BYTES)
+        .cast::<AtomicU64>();
+    // SAFETY: the bitmap lies in the chunk's trailer, which stays mapped while the chunk is ours;
+    // idx < capacity ≤ BITMAP_BYTES·8.
+    (unsafe { &*words.add(idx >> 6) }, 1 << (idx & 63))
+}
+
+/// Validates `p` as the start of a slot of class `class` in one of our chunks; returns its chunk
+/// and slot index or aborts naming the problem. `what` names the operation for the message.
+fn slot_of(p: *mut u8, class: usize, what: &str) -> (*mut Chunk, usize) {
+    if !is_ours(p) {
+        fatal(format_args!(
+            "{what} of invalid pointer {p:p}: not allocated by poolalloc (wild or foreign pointer)"
+        ));
+    }
+    let c = chunk::of(p);
+    // SAFETY: p's chunk is ours and mapped, so its header is readable.
+    let h = unsafe { &*c };
+    if !h.is_live() {
+        fatal(format_args!(
+            "{what} of invalid pointer {p:p}: its chunk is not in use"
+        ));
+    }
+    let size = size_class::size_of(h.class as usize);
+    let off = p as usize - chunk::base(c) as usize;
+    if off % size != 0 || off / size >= h.capacity as usize {
+        fatal(format_args!(
+            "{what} of invalid pointer {p:p}: not the start of a block (interior or unaligned pointer into {size}-byte slots)"
+        ));
+    }
+    if h.class as usize != class {
+        fatal(format_args!(
+            "size mismatch: {what} of {p:p} with a layout of the {}-byte class, but the block is in the {size}-byte class",
+            size_class::size_of(class)
+        ));
+    }
+    (c, off / size)
+}
+
+/// The pattern freed slots carry (the object-pool pattern's debug fill).
+const POISON: u64 = 0x1deadb0b_1deadb0b;
+/// Bytes of a freed slot checked for writes after free.
+const POISON_BYTES: usize = 128;
+
+/// Fills the poisoned part of a free slot (everything after its link word, up to 128 bytes).
+///
+/// # Safety
+/// `s` must be a free slot of `size` bytes that nobody else uses.
+#[inline]
+pub unsafe fn poison(s: *mut u8, size: usize) {
+    let words = size.min(POISON_BYTES) / 8;
+    for i in 1..words {
+        // SAFETY: word i < size/8 lies inside the slot (caller).
+        unsafe { s.cast::<u64>().add(i).write(POISON) };
+    }
+}
+
+/// A slot of class `class` is being handed out: it must have been free (bit clear) and untouched.
+pub fn on_hand_out(p: *mut u8, class: usize) {
+    let c = chunk::of(p);
+    let size = size_class::size_of(class);
+    let idx = (p as usize - chunk::base(c) as usize) / size;
+    let (w, b) = bit(c, idx);
+    if w.fetch_or(b, Relaxed) & b != 0 {
+        fatal(format_args!(
+            "corrupted free list: slot {p:p} handed out while still allocated"
+        ));
+    }
+    let words = size.min(POISON_BYTES) / 8;
+    for i in 1..words {
+        // SAFETY: the slot is ours now and at least `words` words long.
+        if unsafe { p.cast::<u64>().add(i).read() } != POISON {
+            fatal(format_args!(
+                "write after free detected in block {p:p} ({size}-byte class) at offset {}",
+                i * 8
+            ));
+        }
+    }
+}
+
+/// A slot of class `class` is being freed: it must be a live block of that class. Poisons it.
+pub fn on_free(p: *mut u8, class: usize) {
+    let (c, idx) = slot_of(p, class, "free");
+    let (w, b) = bit(c, idx);
+    if w.fetch_and(!b, Relaxed) & b == 0 {
+        fatal(format_args!(
+            "double free of {p:p} (or free of a never-allocated slot)"
+        ));
+    }
+    // SAFETY: the block was live and its owner has just given it up.
+    unsafe { poison(p, size_class::size_of(class)) };
+}
+
+/// `realloc` of a small block: it must be live.
+pub fn check_live(p: *mut u8, class: usize) {
+    let (c, idx) = slot_of(p, class, "realloc");
+    let (w, b) = bit(c, idx);
+    if w.load(Relaxed) & b == 0 {
+        fatal(format_args!("realloc of freed block {p:p}"));
+    }
+}
+
+// --- live large blocks ------------------------------------------------------------------------------
+
+/// An open-addressing set of live large-block addresses, in memory mapped from the OS.
+struct LargeSet {
+    slots: *mut usize,
+    cap: usize,
+    len: usize,
+    /// Slots holding TOMBSTONE.
+    dead: usize,
+}
+
+const TOMBSTONE: usize = 1;
+
+// SAFETY: the table memory is owned by the set; access is serialised by its lock.
+unsafe impl Send for LargeSet {}
+
+static LARGE: Lock<LargeSet> = Lock::new(LargeSet {
+    slots: ptr::null_mut(),
+    cap: 0,
+    len: 0,
+    dead: 0,
+});
+
+impl LargeSet {
+    fn hash(&self, a: usize) -> usize {
+        (a >> 4).wrapping_mul(0x9e37_79b9_7f4a_7c15) & (self.cap - 1)
+    }
+
+    fn grow(&mut self) {
+        let cap = (self.cap * 2).max(1024);
+        let slots = os::map(cap * 8).cast::<usize>();
+        if slots.is_null() {
+            fatal(format_args!("cannot map the large-block table"));
+        }
+        let (old, old_cap) = (self.slots, self.cap);
+        *self = LargeSet {
+            slots,
+            cap,
+            len: 0,
+            dead: 0,
+        };
+        for i in 0..old_cap {
+            // SAFETY: i < old_cap, the old table's size.
+            let a = unsafe { *old.add(i) };
+            if a > TOMBSTONE {
+                self.insert(a);
+            }
+        }
+        if !old.is_null() {
+            // SAFETY: the old table came from os::map with old_cap·8 bytes and is no longer used.
+            unsafe { os::unmap(old.cast(), old_cap * 8) };
+        }
+    }
+
+    fn insert(&mut self, a: usize) {
+        if (self.len + self.dead + 1) * 4 > self.cap * 3 {
+            self.grow();
+        }
+        let mut i = self.hash(a);
+        loop {
+            // SAFETY: i < cap.
+            let s = unsafe { &mut *self.slots.add(i) };
+            if *s <= TOMBSTONE {
+                if *s == TOMBSTONE {
+                    self.dead -= 1;
+                }
+                *s = a;
+                self.len += 1;
+                return;
+            }
+            i = (i + 1) & (self.cap - 1);
+        }
+    }
+
+    fn remove(&mut self, a: usize) -> bool {
+        if self.cap == 0 {
+            return false;
+        }
+        let mut i = self.hash(a);
+        loop {
+            // SAFETY: i < cap.
+            let s = unsafe { &mut *self.slots.add(i) };
+            if *s == a {
+                *s = TOMBSTONE;
+                self.len -= 1;
+                self.dead += 1;
+                return true;
+            }
+            if *s == 0 {
+                return false;
+            }
+            i = (i + 1) & (self.cap - 1);
+        }
+    }
+}
+
+pub fn on_large_alloc(p: *mut u8) {
+    LARGE.lock().insert(p as usize);
+}
+
+/// A large-layout free (or realloc, with `keep`): `p` must be a live large block.
+pub fn on_large_free(p: *mut u8, keep: bool) {
+    let mut set = LARGE.lock();
+    if !set.remove(p as usize) {
+        drop(set);
+        if is_ours(p) {
+            fatal(format_args!(
+                "size mismatch: {p:p} is a small block but was freed with a large layout"
+            ));
+        }
+        fatal(format_args!(
+            "double free or invalid pointer {p:p}: not a live large block"
+        ));
+    }
+    if keep {
+        set.insert(p as usize);
+    }
+}

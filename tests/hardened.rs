@@ -1,0 +1,180 @@
+//! Death tests of the `hardened` feature: each misuse runs in a child process (this test binary
+//! re-run with POOLALLOC_DEATH naming the case), which must abort with a message naming the problem.
+//! Run with `cargo test --features hardened --test hardened`.
+#![cfg(feature = "hardened")]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::os::unix::process::ExitStatusExt;
+use std::process::Command;
+
+static P: poolalloc::PoolAlloc = poolalloc::PoolAlloc::new();
+
+fn l(size: usize) -> Layout {
+    Layout::from_size_align(size, 8).unwrap()
+}
+
+/// The misuse catalogue: (case, substring the abort message must contain).
+const CASES: &[(&str, &str)] = &[
+    ("double_free_small", "double free"),
+    ("double_free_large", "double free or invalid pointer"),
+    ("double_free_after_other_frees", "double free"),
+    ("unaligned_free", "not the start of a block"),
+    ("interior_free", "not the start of a block"),
+    ("wild_pointer", "not allocated by poolalloc"),
+    ("foreign_pointer_small", "not allocated by poolalloc"),
+    ("foreign_pointer_large", "not a live large block"),
+    ("size_mismatch", "size mismatch"),
+    ("small_freed_as_large", "size mismatch"),
+    ("write_after_free", "write after free"),
+    ("realloc_of_freed_block", "realloc of freed block"),
+    ("corrupted_free_list", "corrupted free list"),
+];
+
+/// Performs one misuse. Returning means the allocator did not notice.
+fn run_case(case: &str) {
+    // SAFETY: none of this is safe: each case breaks the GlobalAlloc contract on purpose, in a child
+    // process that is expected to abort.
+    unsafe {
+        match case {
+            "double_free_small" => {
+                let p = P.alloc(l(64));
+                P.dealloc(p, l(64));
+                P.dealloc(p, l(64));
+            }
+            "double_free_large" => {
+                let p = P.alloc(l(1 << 20));
+                P.dealloc(p, l(1 << 20));
+                P.dealloc(p, l(1 << 20));
+            }
+            "double_free_after_other_frees" => {
+                let v: Vec<*mut u8> = (0..10).map(|_| P.alloc(l(48))).collect();
+                for &p in &v {
+                    P.dealloc(p, l(48));
+                }
+                P.dealloc(v[3], l(48));
+            }
+            "unaligned_free" => {
+                let p = P.alloc(l(64));
+                P.dealloc(p.add(1), l(64));
+            }
+            "interior_free" => {
+                let p = P.alloc(l(256));
+                P.dealloc(p.add(128), l(256));
+            }
+            "wild_pointer" => {
+                P.dealloc(0x1234_5678_9000 as *mut u8, l(64));
+            }
+            "foreign_pointer_small" => {
+                let p = System.alloc(l(64));
+                P.dealloc(p, l(64));
+            }
+            "foreign_pointer_large" => {
+                let p = System.alloc(l(1 << 20));
+                P.dealloc(p, l(1 << 20));
+            }
+            "size_mismatch" => {
+                let p = P.alloc(l(64));
+                P.dealloc(p, l(256));
+            }
+            "small_freed_as_large" => {
+                let p = P.alloc(l(64));
+                P.dealloc(p, l(1 << 20));
+            }
+            "write_after_free" => {
+                let p = P.alloc(l(64));
+                P.dealloc(p, l(64));
+                p.add(16).write(0x42);
+                // The cache is LIFO: the same slot comes back and is checked.
+                let q = P.alloc(l(64));
+                assert_eq!(p, q);
+            }
+            "realloc_of_freed_block" => {
+                let p = P.alloc(l(64));
+                P.dealloc(p, l(64));
+                P.realloc(p, l(64), 1000);
+            }
+            "corrupted_free_list" => {
+                let a = P.alloc(l(64));
+                let b = P.alloc(l(64));
+                P.dealloc(a, l(64));
+                P.dealloc(b, l(64));
+                // b is on top and links to a: overwrite its link as a heap overflow would.
+                b.cast::<usize>().write(0x4141_4141_4141_4141);
+                P.alloc(l(64));
+                P.alloc(l(64));
+            }
+            other => panic!("unknown case {other}"),
+        }
+    }
+}
+
+/// In a child: run the case named by the environment. In the parent: does nothing.
+#[test]
+fn child_entry() {
+    if let Ok(case) = std::env::var("POOLALLOC_DEATH") {
+        run_case(&case);
+        // Not caught: exit with a distinctive code so the parent reports it.
+        std::process::exit(3);
+    }
+}
+
+#[test]
+fn every_misuse_aborts_with_a_message_naming_it() {
+    let exe = std::env::current_exe().unwrap();
+    let mut failures = Vec::new();
+    for &(case, expect) in CASES {
+        let out = Command::new(&exe)
+            .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
+            .env("POOLALLOC_DEATH", case)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let aborted = out.status.signal() == Some(libc_sigabrt());
+        if !aborted || !stderr.contains(expect) {
+            failures.push(format!(
+                "{case}: status {:?}, expected an abort with {expect:?}, stderr:\n{stderr}",
+                out.status
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+fn libc_sigabrt() -> i32 {
+    6 // SIGABRT on Linux
+}
+
+/// Correct use under `hardened` stays quiet: a mixed workload with realloc and cross-thread frees.
+#[test]
+fn correct_use_passes_every_check() {
+    let handles: Vec<_> = (0..2)
+        .map(|t| {
+            std::thread::spawn(move || {
+                let mut v = Vec::new();
+                for i in 0..20_000usize {
+                    let size = 1 + (i * 7919 + t) % 3000;
+                    // SAFETY: size > 0; blocks are freed once with their layout.
+                    unsafe {
+                        let p = P.alloc(l(size));
+                        p.write_bytes(0xee, size);
+                        let p = P.realloc(p, l(size), size * 2);
+                        v.push((p as usize, size * 2));
+                        if v.len() > 500 {
+                            let (q, s) = v.swap_remove(i % v.len());
+                            P.dealloc(q as *mut u8, l(s));
+                        }
+                    }
+                }
+                v
+            })
+        })
+        .collect();
+    let blocks: Vec<_> = handles
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect();
+    for (p, s) in blocks {
+        // SAFETY: allocated above, freed once here (on another thread than its allocator's).
+        unsafe { P.dealloc(p as *mut u8, l(s)) };
+    }
+}
