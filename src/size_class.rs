@@ -74,15 +74,10 @@ static SMALL_TABLE: [u8; TABLE_MAX / 8 + 1] = {
 /// large-block path (too big, or aligned beyond what a class can give).
 #[inline(always)]
 pub fn class_of(size: usize, align: usize) -> Option<usize> {
-    if size > MAX_SMALL {
-        return None;
-    }
-    let s = if align <= 8 {
-        size
-    } else {
-        // No overflow: size ≤ 32 KiB and a Layout's align is at most 2^62 on 64-bit targets.
-        (size + align - 1) & !(align - 1)
-    };
+    // Round up to the alignment first. For align ≤ 8 this never changes the class (every class is a
+    // multiple of 8); for larger alignments it picks a class that is a multiple of align (module
+    // docs). No overflow: a Layout's size rounded up to its align is at most isize::MAX.
+    let s = (size + align - 1) & !(align - 1);
     if s <= TABLE_MAX {
         Some(SMALL_TABLE[(s + 7) >> 3] as usize)
     } else if s <= MAX_SMALL {
