@@ -27,7 +27,8 @@ struct Bin {
     head: Cell<*mut FreeSlot>,
     /// Slots on the stack.
     count: AtomicU32,
-    /// A push that makes `count > limit` flushes a batch. Zero once the thread is exiting.
+    /// A push that makes `count > limit` takes the slow path: zero until the thread registers and
+    /// once it is exiting, `cache_limit(c)` in between.
     limit: Cell<u32>,
     /// Sum of `Layout::size()` of blocks this thread allocated minus those it freed (wrapping: a
     /// thread that frees others' blocks goes "negative"; the sum over all threads is exact).
@@ -52,21 +53,18 @@ pub struct ThreadCache {
     next: Cell<*const ThreadCache>,
 }
 
+/// A fresh cache has every limit at zero, so its first free takes the slow path and registers the
+/// thread (as its first allocation does through `refill`): a thread that only frees blocks, like a
+/// consumer, must be flushed at exit and counted too.
 const fn initial_bins() -> [Bin; NUM_CLASSES] {
-    let mut b = [const {
+    [const {
         Bin {
             head: Cell::new(ptr::null_mut()),
             count: AtomicU32::new(0),
             limit: Cell::new(0),
             requested: AtomicUsize::new(0),
         }
-    }; NUM_CLASSES];
-    let mut c = 0;
-    while c < NUM_CLASSES {
-        b[c].limit = Cell::new(size_class::cache_limit(c));
-        c += 1;
-    }
-    b
+    }; NUM_CLASSES]
 }
 
 thread_local! {
@@ -199,6 +197,12 @@ impl ThreadCache {
     #[inline(never)]
     fn overflow(&self, c: usize) {
         let bin = bin(self, c);
+        if self.state.get() == State::Fresh {
+            self.register();
+            if bin.count.load(Relaxed) <= bin.limit.get() {
+                return;
+            }
+        }
         if bin.limit.get() == 0 {
             // Exiting: this cache is off the registry, so its counter goes to the orphan total.
             ORPHAN_REQUESTED[c].fetch_add(bin.requested.swap(0, Relaxed), Relaxed);
@@ -237,9 +241,12 @@ impl ThreadCache {
         }
     }
 
-    /// Puts this cache on the registry and arranges for the exit hook to run.
+    /// Puts this cache on the registry, arranges for the exit hook to run, and opens the stacks.
     fn register(&self) {
         self.state.set(State::Registered);
+        for (c, b) in self.bins.iter().enumerate() {
+            b.limit.set(size_class::cache_limit(c));
+        }
         let mut head = REGISTRY.lock();
         self.next.set(head.0);
         if !head.0.is_null() {

@@ -1,0 +1,221 @@
+//! Statistics are exact, memory goes back to the OS, and `trim` is safe from many threads.
+//!
+//! This binary keeps the system allocator as its global allocator and calls `PoolAlloc` directly,
+//! so the pools hold exactly what these tests allocate. Tests share the process-wide pools, so they
+//! run one at a time (SERIAL).
+
+use std::alloc::{GlobalAlloc, Layout};
+use std::sync::Mutex;
+
+static P: poolalloc::PoolAlloc = poolalloc::PoolAlloc::new();
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn class_index(size: usize) -> usize {
+    poolalloc::class_sizes()
+        .iter()
+        .position(|&s| s >= size)
+        .unwrap()
+}
+
+#[derive(Clone, Copy)]
+struct Block(usize, usize); // address, size
+
+/// Allocates `n` blocks of assorted sizes (including large ones) on a fresh thread.
+fn allocate_on_thread(n: usize, seed: usize) -> Vec<Block> {
+    std::thread::spawn(move || {
+        (0..n)
+            .map(|i| {
+                let size = match (i * 31 + seed) % 10 {
+                    0 => 40_000 + i % 1000, // large block
+                    k => 1 + (i * 7919 + seed * 13 + k) % 2000,
+                };
+                let l = Layout::from_size_align(size, 8).unwrap();
+                // SAFETY: size > 0.
+                let p = unsafe { P.alloc(l) };
+                assert!(!p.is_null());
+                // SAFETY: p holds size bytes.
+                unsafe { p.write_bytes(1, size) };
+                Block(p as usize, size)
+            })
+            .collect()
+    })
+    .join()
+    .unwrap()
+}
+
+/// Frees blocks on a fresh thread that allocated nothing (a consumer).
+fn free_on_thread(blocks: Vec<Block>) {
+    std::thread::spawn(move || {
+        for Block(p, size) in blocks {
+            let l = Layout::from_size_align(size, 8).unwrap();
+            // SAFETY: allocated by P with this layout, freed once.
+            unsafe { P.dealloc(p as *mut u8, l) };
+        }
+    })
+    .join()
+    .unwrap();
+}
+
+#[test]
+fn totals_equal_what_was_allocated() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    poolalloc::trim();
+    let before = poolalloc::stats();
+    let mut blocks = allocate_on_thread(5000, 1);
+    blocks.extend(allocate_on_thread(3000, 2));
+
+    let mut want_req = vec![0usize; poolalloc::class_sizes().len()];
+    let mut want_live = vec![0usize; poolalloc::class_sizes().len()];
+    let (mut large_n, mut large_b) = (0, 0);
+    for &Block(_, size) in &blocks {
+        if size > poolalloc::MAX_SMALL {
+            large_n += 1;
+            large_b += size;
+        } else {
+            want_req[class_index(size)] += size;
+            want_live[class_index(size)] += 1;
+        }
+    }
+    let s = poolalloc::stats();
+    for (c, cs) in s.classes.iter().enumerate() {
+        let b = &before.classes[c];
+        assert_eq!(
+            cs.requested_bytes - b.requested_bytes,
+            want_req[c],
+            "class {}",
+            cs.slot_size
+        );
+        assert_eq!(
+            cs.live_slots - b.live_slots,
+            want_live[c],
+            "class {}",
+            cs.slot_size
+        );
+    }
+    assert_eq!(s.large_blocks - before.large_blocks, large_n);
+    assert_eq!(s.large_bytes - before.large_bytes, large_b);
+    let text = s.to_string();
+    assert!(text.contains("requested") && text.contains("rss"), "{text}");
+
+    // Freed by a thread that never allocated: the counts go back to where they started.
+    free_on_thread(blocks);
+    let after = poolalloc::stats();
+    for (c, cs) in after.classes.iter().enumerate() {
+        assert_eq!(
+            cs.requested_bytes, before.classes[c].requested_bytes,
+            "class {}",
+            cs.slot_size
+        );
+        assert_eq!(
+            cs.live_slots, before.classes[c].live_slots,
+            "class {}",
+            cs.slot_size
+        );
+    }
+    assert_eq!(after.large_blocks, before.large_blocks);
+    // The consumer thread exited: its cache went back to the pools, so nothing is cached by it.
+    poolalloc::trim();
+    let trimmed = poolalloc::stats();
+    assert_eq!(trimmed.cached_bytes, 0, "{trimmed}");
+}
+
+fn rss() -> usize {
+    poolalloc::stats()
+        .rss_bytes
+        .expect("RSS is reported on Linux")
+}
+
+#[test]
+fn freeing_everything_returns_memory() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    poolalloc::trim();
+    let start = rss();
+    // About 200 MiB of small blocks, written so they are resident.
+    let mut all = Vec::new();
+    for t in 0..4 {
+        all.push(std::thread::spawn(move || {
+            let mut v = Vec::with_capacity(400_000);
+            for i in 0..400_000usize {
+                let size = 16 + (i * 37 + t) % 240;
+                let l = Layout::from_size_align(size, 8).unwrap();
+                // SAFETY: size > 0; p holds size bytes.
+                unsafe {
+                    let p = P.alloc(l);
+                    p.write_bytes(7, size);
+                    v.push(Block(p as usize, size));
+                }
+            }
+            v
+        }));
+    }
+    let blocks: Vec<Vec<Block>> = all.into_iter().map(|h| h.join().unwrap()).collect();
+    let peak = rss();
+    let grown = peak - start;
+    assert!(grown > 40 << 20, "expected a large heap, grew {grown}");
+
+    // Free everything, from other threads, and make no call: the memory must go back by itself.
+    for b in blocks {
+        free_on_thread(b);
+    }
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let after = rss();
+    eprintln!(
+        "rss: start {} KiB, peak {} KiB, 1 s after freeing everything {} KiB",
+        start >> 10,
+        peak >> 10,
+        after >> 10
+    );
+    assert!(
+        after.saturating_sub(start) * 10 <= grown,
+        "after freeing everything RSS is {} MiB above the start (peak {} MiB above)\n{}",
+        (after - start) >> 20,
+        grown >> 20,
+        poolalloc::stats()
+    );
+    poolalloc::trim();
+    let trimmed = poolalloc::stats();
+    eprintln!("after trim():\n{trimmed}");
+    assert!(trimmed.rss_bytes.unwrap() <= start + (4 << 20), "{trimmed}");
+    assert!(
+        trimmed.reserved_bytes <= 8 * poolalloc::CHUNK_SIZE,
+        "{trimmed}"
+    );
+}
+
+#[test]
+fn trim_from_many_threads_at_once_is_safe() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let handles: Vec<_> = (0..4)
+        .map(|t| {
+            std::thread::spawn(move || {
+                let mut live = Vec::new();
+                for i in 0..30_000usize {
+                    let size = 1 + (i * 131 + t * 7) % 5000;
+                    let l = Layout::from_size_align(size, 8).unwrap();
+                    // SAFETY: size > 0; blocks freed once with their layout.
+                    unsafe {
+                        let p = P.alloc(l);
+                        p.write_bytes(t as u8, size);
+                        live.push((p, l));
+                        if i % 3 == 0 {
+                            let (q, ql) = live.swap_remove(i % live.len());
+                            assert!((0..ql.size()).all(|k| *q.add(k) == t as u8));
+                            P.dealloc(q, ql);
+                        }
+                    }
+                    if i % 1000 == 0 {
+                        poolalloc::trim();
+                    }
+                }
+                for (q, ql) in live {
+                    // SAFETY: as above.
+                    unsafe { P.dealloc(q, ql) };
+                }
+                poolalloc::trim();
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+}
