@@ -1,21 +1,43 @@
 //! Large blocks: requests above the largest size class, or aligned beyond what a class can give, go
-//! to the system allocator (`std::alloc::System`: malloc, posix_memalign, realloc, calloc). This path
-//! is not the fast path, so it keeps exact counts with atomics.
+//! to the system allocator (`std::alloc::System`: malloc, posix_memalign, realloc, calloc). Counts are
+//! kept per thread like the small classes' (no atomic read-modify-write); threads that exit fold
+//! theirs into the shared totals here.
 
+use crate::thread_cache;
 use core::alloc::{GlobalAlloc, Layout};
 use core::sync::atomic::{AtomicUsize, Ordering};
 use std::alloc::System;
 
+/// Large blocks and bytes counted outside thread caches (wrapping sums).
 static BLOCKS: AtomicUsize = AtomicUsize::new(0);
 static BYTES: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts a large block allocated (`add`) or freed.
+#[inline]
+fn count(add: bool, size: usize) {
+    if !thread_cache::count_large(add, size) {
+        if add {
+            BLOCKS.fetch_add(1, Ordering::Relaxed);
+            BYTES.fetch_add(size, Ordering::Relaxed);
+        } else {
+            BLOCKS.fetch_sub(1, Ordering::Relaxed);
+            BYTES.fetch_sub(size, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Adds an exiting thread's counts to the shared totals.
+pub fn fold(blocks: usize, bytes: usize) {
+    BLOCKS.fetch_add(blocks, Ordering::Relaxed);
+    BYTES.fetch_add(bytes, Ordering::Relaxed);
+}
 
 #[inline]
 fn counted(p: *mut u8, size: usize) -> *mut u8 {
     if !p.is_null() {
         #[cfg(feature = "hardened")]
         crate::hardened::on_large_alloc(p);
-        BLOCKS.fetch_add(1, Ordering::Relaxed);
-        BYTES.fetch_add(size, Ordering::Relaxed);
+        count(true, size);
     }
     p
 }
@@ -39,8 +61,7 @@ pub unsafe fn alloc_zeroed(layout: Layout) -> *mut u8 {
 pub unsafe fn dealloc(p: *mut u8, layout: Layout) {
     #[cfg(feature = "hardened")]
     crate::hardened::on_large_free(p, false);
-    BLOCKS.fetch_sub(1, Ordering::Relaxed);
-    BYTES.fetch_sub(layout.size(), Ordering::Relaxed);
+    count(false, layout.size());
     // SAFETY: forwarded contract.
     unsafe { System.dealloc(p, layout) }
 }
@@ -56,16 +77,18 @@ pub unsafe fn realloc(p: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
             crate::hardened::on_large_free(p, false);
             crate::hardened::on_large_alloc(q);
         }
-        BYTES.fetch_add(new_size, Ordering::Relaxed);
-        BYTES.fetch_sub(layout.size(), Ordering::Relaxed);
+        count(false, layout.size());
+        count(true, new_size);
     }
     q
 }
 
 /// (live large blocks, their requested bytes).
 pub fn counts() -> (usize, usize) {
-    (
-        BLOCKS.load(Ordering::Relaxed),
-        BYTES.load(Ordering::Relaxed),
-    )
+    let (n, b) = thread_cache::large_totals();
+    let n = n.wrapping_add(BLOCKS.load(Ordering::Relaxed));
+    let b = b.wrapping_add(BYTES.load(Ordering::Relaxed));
+    // A snapshot racing with frees on other threads can see a transiently "negative" sum.
+    let clamp = |x: usize| if x > isize::MAX as usize { 0 } else { x };
+    (clamp(n), clamp(b))
 }

@@ -47,6 +47,10 @@ enum State {
 
 pub struct ThreadCache {
     bins: [Bin; NUM_CLASSES],
+    /// Large blocks allocated minus freed by this thread, and their requested bytes (wrapping, as
+    /// `Bin::requested`; owner-only load + store).
+    large_blocks: AtomicUsize,
+    large_bytes: AtomicUsize,
     state: Cell<State>,
     /// Registry links (guarded by the registry lock).
     prev: Cell<*const ThreadCache>,
@@ -71,6 +75,8 @@ thread_local! {
     static CACHE: ThreadCache = const {
         ThreadCache {
             bins: initial_bins(),
+            large_blocks: AtomicUsize::new(0),
+            large_bytes: AtomicUsize::new(0),
             state: Cell::new(State::Fresh),
             prev: Cell::new(ptr::null()),
             next: Cell::new(ptr::null()),
@@ -148,6 +154,30 @@ pub fn resized(c: usize, old: usize, new: usize) {
     if done.is_err() {
         ORPHAN_REQUESTED[c].fetch_add(new.wrapping_sub(old), Relaxed);
     }
+}
+
+/// Counts a large block of `bytes` allocated (`add`) or freed by this thread. Returns false when the
+/// thread has no registered cache (exiting): the caller counts it in the shared totals instead.
+#[inline]
+pub fn count_large(add: bool, bytes: usize) -> bool {
+    CACHE
+        .try_with(|tc| {
+            match tc.state.get() {
+                State::Registered => {}
+                State::Fresh => tc.register(),
+                State::Exited => return false,
+            }
+            let (n, b) = (&tc.large_blocks, &tc.large_bytes);
+            if add {
+                n.store(n.load(Relaxed).wrapping_add(1), Relaxed);
+                b.store(b.load(Relaxed).wrapping_add(bytes), Relaxed);
+            } else {
+                n.store(n.load(Relaxed).wrapping_sub(1), Relaxed);
+                b.store(b.load(Relaxed).wrapping_sub(bytes), Relaxed);
+            }
+            true
+        })
+        .unwrap_or(false)
 }
 
 /// Per-class requested bytes of threads that have exited or could not use their cache.
@@ -264,6 +294,10 @@ impl ThreadCache {
         for (c, b) in self.bins.iter().enumerate() {
             ORPHAN_REQUESTED[c].fetch_add(b.requested.swap(0, Relaxed), Relaxed);
         }
+        crate::large::fold(
+            self.large_blocks.swap(0, Relaxed),
+            self.large_bytes.swap(0, Relaxed),
+        );
         let (p, n) = (self.prev.get(), self.next.get());
         // SAFETY: neighbours on the registry are live caches; we hold the lock.
         unsafe {
@@ -285,6 +319,22 @@ struct Registry(*const ThreadCache);
 // by the lock, and other threads only read their atomic counters.
 unsafe impl Send for Registry {}
 static REGISTRY: Lock<Registry> = Lock::new(Registry(ptr::null()));
+
+/// Large blocks and their bytes as counted by registered threads (wrapping sums).
+pub fn large_totals() -> (usize, usize) {
+    let head = REGISTRY.lock();
+    let (mut n, mut b) = (0usize, 0usize);
+    let mut tc = head.0;
+    while !tc.is_null() {
+        // SAFETY: as in class_totals.
+        unsafe {
+            n = n.wrapping_add((*tc).large_blocks.load(Relaxed));
+            b = b.wrapping_add((*tc).large_bytes.load(Relaxed));
+            tc = (*tc).next.get();
+        }
+    }
+    (n, b)
+}
 
 /// Per class: (slots cached by threads, requested bytes of live blocks).
 pub fn class_totals() -> [(usize, usize); NUM_CLASSES] {

@@ -63,6 +63,23 @@ fn totals_equal_what_was_allocated() {
     let before = poolalloc::stats();
     let mut blocks = allocate_on_thread(5000, 1);
     blocks.extend(allocate_on_thread(3000, 2));
+    // And some on this (still running) thread, whose counters are read live.
+    let big = Layout::from_size_align(100_000, 8).unwrap();
+    // SAFETY: non-zero size; freed below with the same layout.
+    let mine = unsafe { P.alloc(big) };
+    let small = Layout::from_size_align(24, 8).unwrap();
+    // SAFETY: as above.
+    let mine_small = unsafe { P.alloc(small) };
+    let s = poolalloc::stats();
+    assert_eq!(
+        s.large_blocks - before.large_blocks,
+        1 + blocks.iter().filter(|b| b.1 > poolalloc::MAX_SMALL).count()
+    );
+    // SAFETY: allocated above with these layouts.
+    unsafe {
+        P.dealloc(mine, big);
+        P.dealloc(mine_small, small);
+    }
 
     let mut want_req = vec![0usize; poolalloc::class_sizes().len()];
     let mut want_live = vec![0usize; poolalloc::class_sizes().len()];
