@@ -381,3 +381,15 @@ pub fn on_large_free(p: *mut u8, keep: bool) {
         set.insert(p as usize);
     }
 }
+
+/// Takes the large-block table's lock for `fork` (after every other allocator lock).
+pub fn lock_for_fork() {
+    core::mem::forget(LARGE.lock());
+}
+
+/// # Safety
+/// Only after [`lock_for_fork`], by the same thread or its forked child.
+pub unsafe fn unlock_after_fork() {
+    // SAFETY: held by lock_for_fork, guard forgotten.
+    unsafe { LARGE.force_unlock() };
+}

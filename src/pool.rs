@@ -332,12 +332,16 @@ extern "C" fn fork_prepare() {
         core::mem::forget(p.inner.lock());
     }
     chunk::lock_for_fork();
+    #[cfg(feature = "hardened")]
+    crate::hardened::lock_for_fork();
 }
 
 extern "C" fn fork_release() {
     // SAFETY: fork_prepare took every one of these locks in this thread and forgot the guards; in
     // the child this thread is the only one, and the copies of the locks are held by it.
     unsafe {
+        #[cfg(feature = "hardened")]
+        crate::hardened::unlock_after_fork();
         chunk::unlock_after_fork();
         for p in POOLS.iter() {
             p.inner.force_unlock();

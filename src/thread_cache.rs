@@ -286,6 +286,11 @@ impl ThreadCache {
         head.0 = self;
         drop(head);
         register_exit_hook();
+        // With no lock held (pthread_atfork takes libc's fork lock, which fork holds while our
+        // prepare handler takes ours). A thread registers before its first refill, so this runs
+        // before the first chunk exists; `chunk::acquire` calls it too, for a thread that never
+        // registers, and then it is already done.
+        pool::install_fork_handlers();
     }
 
     /// Takes this cache off the registry, folding its counters into the orphan totals.
