@@ -992,11 +992,11 @@ fn draw_ratios<B: plotters::prelude::DrawingBackend>(
     // Workload names under their bars, turned so they fit.
     let style = ("sans-serif", 14)
         .into_font()
-        .transform(FontTransform::Rotate270)
+        .transform(FontTransform::Rotate90)
         .color(&BLACK);
     for (i, name) in names.iter().enumerate() {
         let (x, y) = chart.backend_coord(&(i as f64 + 0.4, 0.0));
-        root.draw(&Text::new(name.to_string(), (x, y + 85), style.clone()))
+        root.draw(&Text::new(name.to_string(), (x + 6, y + 6), style.clone()))
             .ok();
     }
     root.present().ok();
