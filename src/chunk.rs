@@ -106,6 +106,8 @@ pub struct Chunk {
     pub list: ListKind,
     /// The never-used part `[bump, end)` is known to hold zeros (the chunk came fresh from the OS).
     pub bump_zeroed: bool,
+    /// When the chunk last became empty (`pool::now_ms`), while it is on its pool's empty list.
+    pub emptied_at: u32,
     /// [`LIVE`] while a pool holds the chunk; zero once it is released (purging zeroes it).
     magic: usize,
 }
@@ -173,6 +175,7 @@ impl Chunk {
                 class: class as u32,
                 list: ListKind::Empty,
                 bump_zeroed: zeroed,
+                emptied_at: 0,
                 magic: LIVE,
             });
         }

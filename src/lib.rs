@@ -49,7 +49,7 @@ mod stats;
 mod thread_cache;
 
 pub use global::PoolAlloc;
-pub use pool::set_retained_chunks;
+pub use pool::{set_purge_delay_ms, set_retained_chunks};
 pub use stats::{ClassStats, Stats, stats, trim};
 
 /// Size of every chunk, in bytes.

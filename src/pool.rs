@@ -3,8 +3,11 @@
 //!
 //! Lists (all guarded by the pool's lock):
 //! - `partial`: chunks with a slot to hand out and at least one handed out (`ListKind::Partial`);
-//! - `empty`: chunks with no slot handed out, kept for reuse, at most `retain` of them
-//!   (`ListKind::Empty`);
+//! - `empty`: chunks with no slot handed out, newest first (`ListKind::Empty`). The first `retain` of
+//!   them are kept; the others are given back to the OS once they have been empty for the purge
+//!   delay (250 ms by default), by a background purger thread — so a program that frees a heap and
+//!   builds it again soon after reuses the pages without faulting them in again, and one that frees
+//!   everything and goes idle still sees its RSS fall within a second, with no call;
 //! - full chunks are on no list; a slot freed into one puts it back on `partial`;
 //! - `transfer`: up to [`TRANSFER_BATCHES`] whole batches flushed by thread caches, parked as they
 //!   came (tcmalloc's transfer cache). A refill takes one whole, so slots that pass from one thread to
@@ -20,10 +23,31 @@ use core::sync::atomic::{AtomicUsize, Ordering};
 /// Empty chunks each class keeps for reuse before giving further ones back to the OS.
 static RETAIN: AtomicUsize = AtomicUsize::new(1);
 
-/// Sets how many empty chunks each size class keeps instead of returning them to the OS (default 1).
-/// Zero returns every chunk the moment its last slot is freed.
+/// Sets how many empty chunks each size class keeps indefinitely instead of returning them to the
+/// OS (default 1).
 pub fn set_retained_chunks(n: usize) {
     RETAIN.store(n, Ordering::Relaxed);
+}
+
+/// Milliseconds an empty chunk beyond the retained ones waits before it goes back to the OS.
+static PURGE_DELAY_MS: AtomicUsize = AtomicUsize::new(250);
+
+/// Sets how long an empty chunk (beyond the retained ones) waits before its memory is returned to the
+/// OS (default 250 ms). Zero returns it the moment its last slot is freed and never starts the
+/// background purger thread.
+pub fn set_purge_delay_ms(ms: usize) {
+    PURGE_DELAY_MS.store(ms, Ordering::Relaxed);
+}
+
+/// A coarse monotonic clock in milliseconds (wrapping), cheap enough for the slow path.
+pub fn now_ms() -> u32 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    (ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000) as u32
 }
 
 /// Whole batches a pool parks for the next refill.
@@ -216,6 +240,9 @@ impl Pool {
     fn give_back<'a>(&'a self, mut g: PoolGuard<'a>, chain: Chain) -> PoolGuard<'a> {
         let mut release: *mut Chunk = ptr::null_mut();
         let retain = RETAIN.load(Ordering::Relaxed);
+        // Keep empty chunks beyond `retain` for the purger when there is one (or can be).
+        let delay = PURGE_DELAY_MS.load(Ordering::Relaxed) > 0 && purger_running();
+        let now = if delay { now_ms() } else { 0 };
         {
             let mut s = chain.head;
             let mut n = 0;
@@ -234,8 +261,9 @@ impl Pool {
                     if (*c).used == 0 {
                         g.unlink_partial(c);
                         (*c).list = ListKind::Empty;
-                        if g.nempty < retain {
+                        if g.nempty < retain || delay {
                             (*c).next = g.empty;
+                            (*c).emptied_at = now;
                             g.empty = c;
                             g.nempty += 1;
                         } else {
@@ -257,6 +285,40 @@ impl Pool {
         drop(g);
         release_all(release);
         self.inner.lock()
+    }
+
+    /// Gives back the empty chunks beyond the first `retain` that have been empty for `delay_ms`.
+    fn purge_expired(&self, now: u32, delay_ms: u32) {
+        let retain = RETAIN.load(Ordering::Relaxed);
+        let list = {
+            let mut g = self.inner.lock();
+            if g.nempty <= retain {
+                return;
+            }
+            let mut out: *mut Chunk = ptr::null_mut();
+            let mut link: *mut *mut Chunk = &mut g.empty;
+            let mut i = 0;
+            let mut gone = 0;
+            // SAFETY: every chunk on the empty list is a live header of this pool; we hold the lock.
+            unsafe {
+                while !(*link).is_null() {
+                    let c = *link;
+                    if i >= retain && now.wrapping_sub((*c).emptied_at) >= delay_ms {
+                        *link = (*c).next;
+                        (*c).next = out;
+                        out = c;
+                        gone += 1;
+                    } else {
+                        link = &mut (*c).next;
+                        i += 1;
+                    }
+                }
+            }
+            g.nempty -= gone;
+            g.chunks -= gone;
+            out
+        };
+        release_all(list);
     }
 
     /// Gives every retained empty chunk back to the OS.
@@ -336,6 +398,12 @@ extern "C" fn fork_prepare() {
     crate::hardened::lock_for_fork();
 }
 
+extern "C" fn fork_child() {
+    fork_release();
+    // The purger thread does not exist in the child: the next empty chunk starts a new one.
+    PURGER.store(0, Ordering::Relaxed);
+}
+
 extern "C" fn fork_release() {
     // SAFETY: fork_prepare took every one of these locks in this thread and forgot the guards; in
     // the child this thread is the only one, and the copies of the locks are held by it.
@@ -357,7 +425,7 @@ pub fn install_fork_handlers() {
     FORK_HANDLERS.call_once(|| {
         // SAFETY: the handlers are plain functions that live for the whole program.
         unsafe {
-            libc::pthread_atfork(Some(fork_prepare), Some(fork_release), Some(fork_release));
+            libc::pthread_atfork(Some(fork_prepare), Some(fork_release), Some(fork_child));
         }
     });
 }
@@ -409,7 +477,6 @@ mod tests {
         let (chunks, used, retained, _) = pool.counts();
         assert_eq!(used, 0);
         assert_eq!(retained, chunks);
-        assert!(chunks <= RETAIN.load(Ordering::Relaxed));
         pool.trim();
         assert_eq!(pool.counts(), (0, 0, 0, 0));
     }
@@ -429,5 +496,65 @@ mod tests {
         pool.flush(class, ch, true);
         pool.trim();
         assert_eq!(pool.counts(), (0, 0, 0, 0));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The purger: a background thread that gives expired empty chunks back to the OS. It is a plain
+// pthread (no Rust runtime, nothing allocated through us), started the first time a pool would keep
+// an empty chunk beyond `retain`; if it cannot be started, empty chunks go back at once.
+
+/// 0: not started; 1: running; 2: could not be started.
+static PURGER: core::sync::atomic::AtomicU8 = core::sync::atomic::AtomicU8::new(0);
+
+/// Whether the purger runs (starting it if needed).
+fn purger_running() -> bool {
+    match PURGER.load(Ordering::Acquire) {
+        1 => true,
+        2 => false,
+        _ => start_purger(),
+    }
+}
+
+#[cold]
+fn start_purger() -> bool {
+    if PURGER
+        .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        return PURGER.load(Ordering::Acquire) == 1;
+    }
+    // SAFETY: attr and tid are valid out-pointers; the thread function lives forever and takes no
+    // argument. A small stack: the purger only walks lists and makes syscalls.
+    let ok = unsafe {
+        let mut attr: libc::pthread_attr_t = core::mem::zeroed();
+        let mut tid: libc::pthread_t = 0;
+        libc::pthread_attr_init(&mut attr);
+        libc::pthread_attr_setstacksize(&mut attr, 64 * 1024);
+        libc::pthread_attr_setdetachstate(&mut attr, libc::PTHREAD_CREATE_DETACHED);
+        let r = libc::pthread_create(&mut tid, &attr, purger_main, ptr::null_mut());
+        libc::pthread_attr_destroy(&mut attr);
+        r == 0
+    };
+    if !ok {
+        PURGER.store(2, Ordering::Release);
+    }
+    ok
+}
+
+extern "C" fn purger_main(_: *mut libc::c_void) -> *mut libc::c_void {
+    loop {
+        let delay = PURGE_DELAY_MS.load(Ordering::Relaxed);
+        let period = (delay / 2).clamp(10, 100);
+        let ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: (period * 1_000_000) as libc::c_long,
+        };
+        // SAFETY: ts is a valid timespec; a null remainder is allowed.
+        unsafe { libc::nanosleep(&ts, ptr::null_mut()) };
+        let now = now_ms();
+        for p in POOLS.iter() {
+            p.purge_expired(now, delay as u32);
+        }
     }
 }
