@@ -428,6 +428,9 @@ mod tests {
         // SAFETY: l has non-zero size.
         let p = unsafe { alloc_zeroed(l) };
         assert!(!p.is_null());
+        // Hardened link checks accept only chunks the allocator knows, as the chunk source's are.
+        #[cfg(feature = "hardened")]
+        crate::hardened::register_chunks(p, CHUNK_SIZE);
         (p, l)
     }
 

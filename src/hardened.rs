@@ -119,6 +119,8 @@ static CHUNK_MAP: AtomicPtr<AtomicU64> = AtomicPtr::new(ptr::null_mut());
 
 /// Marks `[base, base + len)` (whole chunks) as ours. Called by the chunk source with its lock held.
 pub fn register_chunks(base: *mut u8, len: usize) {
+    // Keys first: no link may be stored in a chunk before they are fixed.
+    init();
     let mut map = CHUNK_MAP.load(Relaxed);
     if map.is_null() {
         map = os::map(MAP_WORDS * 8).cast();
