@@ -1,0 +1,58 @@
+//! The shadow-model interpreter (tests/shadow) on seeded inputs and on every regression input the
+//! fuzzer ever found, against PoolAlloc called directly, on one thread and on two at once.
+
+#[path = "shadow/mod.rs"]
+mod shadow;
+
+#[global_allocator]
+static GLOBAL: poolalloc::PoolAlloc = poolalloc::PoolAlloc::new();
+
+static P: poolalloc::PoolAlloc = poolalloc::PoolAlloc::new();
+
+fn input(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+#[test]
+fn seeded_inputs() {
+    for seed in 0..100 {
+        shadow::Shadow::new(&P).run(&input(seed, 2048));
+    }
+}
+
+#[test]
+fn two_threads_at_once() {
+    let hs: Vec<_> = (0..2u64)
+        .map(|t| {
+            std::thread::spawn(move || {
+                for seed in 0..30 {
+                    shadow::Shadow::new(&P).run(&input(1000 + t * 100 + seed, 2048));
+                }
+            })
+        })
+        .collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+}
+
+#[test]
+fn fuzz_regressions() {
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/regressions/global_alloc");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return; // none found yet
+    };
+    for e in entries {
+        let path = e.unwrap().path();
+        shadow::Shadow::new(&P).run(&std::fs::read(&path).unwrap());
+    }
+}
