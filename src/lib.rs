@@ -36,19 +36,23 @@
 //! ```
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod blocking_pool;
 mod chunk;
 mod global;
 #[cfg(feature = "hardened")]
 mod hardened;
 mod large;
 mod lock;
+mod object_pool;
 mod os;
 mod pool;
 mod size_class;
 mod stats;
 mod thread_cache;
 
+pub use blocking_pool::{AcquireError, BlockingPool, Pooled, Shutdown};
 pub use global::PoolAlloc;
+pub use object_pool::{CHUNK_SLOTS, Handle, Iter, IterMut, Pool};
 pub use pool::{set_purge_delay_ms, set_retained_chunks};
 pub use stats::{ClassStats, Stats, stats, trim};
 
