@@ -202,35 +202,39 @@ impl<T> Pool<T> {
         }
         let usable = CHUNK_SLOTS.min(self.limit - base);
         let g = self.fresh_generation;
-        let chunk = Box::new(Chunk {
-            slots: core::array::from_fn(|i| Slot {
-                value: MaybeUninit::uninit(),
-                generation: g,
-                next_free: if i + 1 < usable {
+        // Built in place: a chunk is a few KiB, too big to assemble on the stack and copy.
+        let mut chunk = Box::<Chunk<T>>::new_uninit();
+        let c = chunk.as_mut_ptr();
+        // SAFETY: c points to uninitialised memory for one Chunk<T>; every field except the values
+        // (MaybeUninit, valid uninitialised) is written before assume_init.
+        let chunk = unsafe {
+            let slots = core::ptr::addr_of_mut!((*c).slots).cast::<Slot<T>>();
+            for i in 0..CHUNK_SLOTS {
+                let s = slots.add(i);
+                core::ptr::addr_of_mut!((*s).generation).write(g);
+                let next = if i + 1 < usable {
                     (base + i + 1) as u32
                 } else {
                     self.free
-                },
-            }),
-            occupied: 0,
-        });
+                };
+                core::ptr::addr_of_mut!((*s).next_free).write(next);
+            }
+            core::ptr::addr_of_mut!((*c).occupied).write(0);
+            chunk.assume_init()
+        };
         self.chunks.push(chunk);
         self.free = base as u32;
         true
     }
 
-    fn slot(&self, index: u32) -> Option<&Slot<T>> {
-        let i = index as usize;
-        self.chunks
-            .get(i / CHUNK_SLOTS)
-            .map(|c| &c.slots[i % CHUNK_SLOTS])
-    }
-
-    fn is_occupied(&self, index: u32) -> bool {
-        let i = index as usize;
-        self.chunks
-            .get(i / CHUNK_SLOTS)
-            .is_some_and(|c| c.occupied & (1 << (i % CHUNK_SLOTS)) != 0)
+    /// The slot `h` names if it holds the object `h` was made for: one chunk lookup.
+    #[inline]
+    fn live_slot(&self, h: Handle<T>) -> Option<(&Chunk<T>, usize)> {
+        let i = h.index as usize;
+        let chunk = self.chunks.get(i / CHUNK_SLOTS)?;
+        let si = i % CHUNK_SLOTS;
+        (chunk.occupied & (1 << si) != 0 && chunk.slots[si].generation == h.generation.get())
+            .then_some((&**chunk, si))
     }
 
     /// Inserts `value`.
@@ -248,10 +252,14 @@ impl<T> Pool<T> {
     }
 
     /// Inserts `value`, or gives it back when a fixed pool is full.
+    #[inline]
     pub fn try_insert(&mut self, value: T) -> Result<Handle<T>, T> {
-        let mut value = Some(value);
-        self.try_insert_with(|_| value.take().unwrap())
-            .map_err(|()| value.take().unwrap())
+        if self.free == NONE && !self.enlarge() {
+            return Err(value);
+        }
+        Ok(self
+            .try_insert_with(|_| value)
+            .unwrap_or_else(|()| unreachable!()))
     }
 
     /// Inserts the value `f` builds, knowing its handle (for objects that refer to themselves).
@@ -291,19 +299,15 @@ impl<T> Pool<T> {
 
     /// True when `h` names an object in the pool.
     pub fn contains(&self, h: Handle<T>) -> bool {
-        self.is_occupied(h.index)
-            && self
-                .slot(h.index)
-                .is_some_and(|s| s.generation == h.generation.get())
+        self.live_slot(h).is_some()
     }
 
     /// The object `h` names, or `None` if it was removed (or never was in this pool).
+    #[inline]
     pub fn get(&self, h: Handle<T>) -> Option<&T> {
-        if !self.contains(h) {
-            return None;
-        }
-        // SAFETY: the slot is occupied (contains), so its value is initialised.
-        Some(unsafe { self.slot(h.index)?.value.assume_init_ref() })
+        let (chunk, si) = self.live_slot(h)?;
+        // SAFETY: the slot is occupied (live_slot), so its value is initialised.
+        Some(unsafe { chunk.slots[si].value.assume_init_ref() })
     }
 
     /// The object `h` names, mutably.
@@ -322,11 +326,14 @@ impl<T> Pool<T> {
 
     /// Removes and returns the object `h` names. Every handle to it goes stale.
     pub fn remove(&mut self, h: Handle<T>) -> Option<T> {
-        if !self.contains(h) {
+        let i = h.index as usize;
+        let chunk = self.chunks.get_mut(i / CHUNK_SLOTS)?;
+        let bit = 1 << (i % CHUNK_SLOTS);
+        if chunk.occupied & bit == 0
+            || chunk.slots[i % CHUNK_SLOTS].generation != h.generation.get()
+        {
             return None;
         }
-        let i = h.index as usize;
-        let chunk = &mut self.chunks[i / CHUNK_SLOTS];
         chunk.occupied &= !(1 << (i % CHUNK_SLOTS));
         let slot = &mut chunk.slots[i % CHUNK_SLOTS];
         // SAFETY: the slot was occupied; its bit is cleared, so the value is read out exactly once.
