@@ -29,6 +29,12 @@ pub fn set_retained_chunks(n: usize) {
     RETAIN.store(n, Ordering::Relaxed);
 }
 
+/// Empty chunks on all pools' empty lists together. Beyond `retain` per class, a chunk may wait for
+/// the purger only while this is under [`WAITING_MAX`]: the memory waiting is bounded (16 MiB), so a
+/// program whose sizes drift (emptying chunks of classes it no longer uses) does not pile them up.
+static WAITING: AtomicUsize = AtomicUsize::new(0);
+const WAITING_MAX: usize = 64;
+
 /// Milliseconds an empty chunk beyond the retained ones waits before it goes back to the OS.
 static PURGE_DELAY_MS: AtomicUsize = AtomicUsize::new(250);
 
@@ -139,6 +145,7 @@ impl PoolInner {
             unsafe {
                 self.empty = (*c).next;
                 self.nempty -= 1;
+                WAITING.fetch_sub(1, Ordering::Relaxed);
                 // Its slots are all free: start again from a fresh bump (the memory is dirty).
                 Chunk::init(chunk::base(c), class, false)
             }
@@ -261,7 +268,10 @@ impl Pool {
                     if (*c).used == 0 {
                         g.unlink_partial(c);
                         (*c).list = ListKind::Empty;
-                        if g.nempty < retain || delay {
+                        if g.nempty < retain
+                            || delay && WAITING.load(Ordering::Relaxed) < WAITING_MAX
+                        {
+                            WAITING.fetch_add(1, Ordering::Relaxed);
                             (*c).next = g.empty;
                             (*c).emptied_at = now;
                             g.empty = c;
@@ -316,6 +326,7 @@ impl Pool {
             }
             g.nempty -= gone;
             g.chunks -= gone;
+            WAITING.fetch_sub(gone, Ordering::Relaxed);
             out
         };
         release_all(list);
@@ -328,6 +339,7 @@ impl Pool {
             let mut g = self.inner.lock();
             let list = g.empty;
             g.chunks -= g.nempty;
+            WAITING.fetch_sub(g.nempty, Ordering::Relaxed);
             g.empty = ptr::null_mut();
             g.nempty = 0;
             list
