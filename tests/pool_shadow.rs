@@ -2,21 +2,12 @@
 
 #[path = "shadow/pool.rs"]
 mod pool_model;
+#[path = "shadow/seed.rs"]
+mod seed;
+use seed::input;
 
 #[global_allocator]
 static GLOBAL: poolalloc::PoolAlloc = poolalloc::PoolAlloc::new();
-
-fn input(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
 
 #[test]
 fn seeded_inputs() {

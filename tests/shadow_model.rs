@@ -1,25 +1,16 @@
 //! The shadow-model interpreter (tests/shadow) on seeded inputs and on every regression input the
 //! fuzzer ever found, against PoolAlloc called directly, on one thread and on two at once.
 
+#[path = "shadow/seed.rs"]
+mod seed;
 #[path = "shadow/mod.rs"]
 mod shadow;
+use seed::input;
 
 #[global_allocator]
 static GLOBAL: poolalloc::PoolAlloc = poolalloc::PoolAlloc::new();
 
 static P: poolalloc::PoolAlloc = poolalloc::PoolAlloc::new();
-
-fn input(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
 
 #[test]
 fn seeded_inputs() {
