@@ -83,9 +83,9 @@ fn threads_swap_objects_and_every_word_survives() {
             .into_boxed_slice(),
     );
     let threads = 4;
-    for round in 0..10u64 {
+    for round in 0..20u64 {
         let hs: Vec<_> = (0..threads)
-            .map(|t| std::thread::spawn(move || worker(transfer, round * 1000 + t + 1, 20_000)))
+            .map(|t| std::thread::spawn(move || worker(transfer, round * 1000 + t + 1, 50_000)))
             .collect();
         for h in hs {
             h.join().unwrap();
