@@ -1,17 +1,33 @@
 //! Typed object pools with generational handles: the Om engine's `object_pool<T>` (chunks that never
-//! move, free slots daisy-chained when a chunk is added) with GTA's slot seeds (a handle carries the
+//! move, freed slots daisy-chained into a free list) with GTA's slot seeds (a handle carries the
 //! slot's generation, so a handle to a removed object never finds a later one).
 //!
-//! A pool is a list of chunks of [`CHUNK_SLOTS`] slots. Each chunk is one allocation through the
-//! global allocator (in a program that installs [`PoolAlloc`](crate::PoolAlloc), one of its pools)
-//! and never moves, so objects never move once inserted. Each chunk keeps a 64-bit occupancy word:
-//! iteration visits occupied slots only, by counting trailing zeros, so a sparse pool iterates fast.
+//! A pool is a table of pointers to chunks of [`CHUNK_SLOTS`] slots. Each chunk is one block from
+//! [`PoolAlloc`] (whatever the global allocator is: typed pools sit on the allocator's size-class
+//! pools, so a dropped chunk is reused at once by the next pool that grows, and `stats()` counts
+//! it) and never moves, so objects never move once inserted. A new chunk is carved lazily:
+//! its slots are handed out in order, and only freed slots go on the free list.
+//!
+//! A slot's generation is odd while it holds an object and even while it is free (slotmap's
+//! scheme), so `get` checks a handle with one compare in the slot it already loads. Each chunk
+//! also keeps a 64-bit occupancy word: iteration visits occupied slots only, by counting trailing
+//! zeros, so a sparse pool iterates fast.
 
+use core::alloc::{GlobalAlloc, Layout};
 use core::fmt;
 use core::hash::{Hash, Hasher};
 use core::marker::PhantomData;
 use core::mem::MaybeUninit;
 use core::num::NonZeroU32;
+use core::ptr::{NonNull, addr_of, addr_of_mut};
+
+/// Where chunks come from: the allocator's own pools. Miri runs these tests on System instead,
+/// because it cannot model the partial munmap with which the OS layer trims a region's alignment
+/// slack.
+#[cfg(not(miri))]
+const CHUNKS: crate::PoolAlloc = crate::PoolAlloc::new();
+#[cfg(miri)]
+const CHUNKS: std::alloc::System = std::alloc::System;
 
 /// Slots per chunk: one occupancy word's worth.
 pub const CHUNK_SLOTS: usize = 64;
@@ -43,11 +59,16 @@ impl<T> Handle<T> {
         (u64::from(self.generation.get()) << 32) | u64::from(self.index)
     }
 
-    /// A handle from [`to_bits`](Handle::to_bits); `None` if the generation half is zero.
+    /// A handle from [`to_bits`](Handle::to_bits); `None` if the generation half is not one a
+    /// handle can have (handles' generations are odd).
     pub fn from_bits(bits: u64) -> Option<Handle<T>> {
+        let generation = (bits >> 32) as u32;
+        if generation % 2 == 0 {
+            return None;
+        }
         Some(Handle {
             index: bits as u32,
-            generation: NonZeroU32::new((bits >> 32) as u32)?,
+            generation: NonZeroU32::new(generation)?,
             _type: PhantomData,
         })
     }
@@ -89,20 +110,31 @@ impl<T> fmt::Debug for Handle<T> {
 
 struct Slot<T> {
     value: MaybeUninit<T>,
-    /// The slot's current generation. A handle matches iff the slot is occupied and its generation
-    /// equals this. `RETIRED` once the generation would wrap: the slot is never used again.
+    /// Odd while the slot holds a value (the generation of the handles to it); even while it is
+    /// free (its last generation plus one). [`RETIRED`] once the generation would wrap: the slot is
+    /// never used again. Written when the slot is first handed out.
     generation: u32,
     /// Next free slot (valid while the slot is free and on the free list).
     next_free: u32,
 }
 
-/// The generation of a slot that may not be reused.
+/// The generation of a slot that may not be reused (even, so it never matches a handle).
 const RETIRED: u32 = 0;
 
+/// One entry of a pool's chunk table: the chunk's slots (one allocation that never moves) and its
+/// occupancy word, side by side, so an insert or remove updates the word in the table entry it
+/// has already loaded to find the slot, and a sparse iteration reads only the table.
 struct Chunk<T> {
-    slots: [Slot<T>; CHUNK_SLOTS],
+    slots: NonNull<Slot<T>>,
     /// Bit i set iff slot i holds a value.
     occupied: u64,
+}
+
+impl<T> Chunk<T> {
+    /// The layout of a chunk's slots.
+    fn layout() -> Layout {
+        Layout::array::<Slot<T>>(CHUNK_SLOTS).expect("poolalloc::Pool: the type is too large")
+    }
 }
 
 /// A typed pool of `T` (see the module docs).
@@ -118,15 +150,24 @@ struct Chunk<T> {
 /// # let _ = b;
 /// ```
 pub struct Pool<T> {
-    chunks: Vec<Box<Chunk<T>>>,
-    /// Head of the free list of slot indices (`NONE` when empty).
+    /// The chunks, each its own allocation (so objects never move); index `i` lives in chunk
+    /// `i / CHUNK_SLOTS`.
+    chunks: Vec<Chunk<T>>,
+    /// Head of the free list of slot indices (`NONE` when empty). Every index on it is below `fresh`.
     free: u32,
+    /// Slots at `fresh` and above have never been handed out (their fields are unwritten): a new
+    /// chunk is carved lazily, a slot at a time, instead of being daisy-chained in one pass.
+    fresh: u32,
+    /// Slots the pool has now: `min(chunks.len() * CHUNK_SLOTS, limit)`.
+    cap: u32,
     len: usize,
     /// Slots that may ever exist; `usize::MAX` for a growable pool.
     limit: usize,
-    /// Generation given to the slots of a new chunk: above every generation a dropped chunk had, so
-    /// handles into chunks freed by `shrink_to_fit` stay stale when the index range is grown again.
-    fresh_generation: u32,
+    /// Generation (odd) of the first object in a never-used slot: above every generation a dropped
+    /// chunk had, so handles into chunks freed by `shrink_to_fit` stay stale when the index range
+    /// is grown again.
+    first_generation: u32,
+    _owns: PhantomData<T>,
 }
 
 // SAFETY: a Pool owns its values like a Vec<T>; moving it moves them.
@@ -146,18 +187,20 @@ impl<T> Pool<T> {
         Pool {
             chunks: Vec::new(),
             free: NONE,
+            fresh: 0,
+            cap: 0,
             len: 0,
             limit: usize::MAX,
-            fresh_generation: 1,
+            first_generation: 1,
+            _owns: PhantomData,
         }
     }
 
     /// A growable pool with room for `n` objects before it grows.
     pub fn with_capacity(n: usize) -> Self {
         let mut p = Self::new();
-        while p.capacity() < n {
-            p.enlarge();
-        }
+        p.chunks.reserve(n.div_ceil(CHUNK_SLOTS));
+        while p.capacity() < n && p.enlarge() {}
         p
     }
 
@@ -166,17 +209,16 @@ impl<T> Pool<T> {
     pub fn fixed(n: usize) -> Self {
         let mut p = Self::new();
         p.limit = n;
-        while p.capacity() < n {
-            p.enlarge();
-        }
+        p.chunks.reserve_exact(n.div_ceil(CHUNK_SLOTS));
+        while p.capacity() < n && p.enlarge() {}
         p
     }
 
     #[doc(hidden)]
-    /// Testing hook: slots of chunks added from now on start at generation `g` (to reach generation
-    /// exhaustion without 2^32 reuses).
+    /// Testing hook: never-used slots get generation `g` (rounded up to odd) for their first
+    /// object, to reach generation exhaustion without 2^31 reuses.
     pub fn start_generations_at(&mut self, g: NonZeroU32) {
-        self.fresh_generation = g.get();
+        self.first_generation = g.get() | 1;
     }
 
     /// Number of objects in the pool.
@@ -191,110 +233,160 @@ impl<T> Pool<T> {
 
     /// Slots the pool has now (occupied, free and retired).
     pub fn capacity(&self) -> usize {
-        (self.chunks.len() * CHUNK_SLOTS).min(self.limit)
+        self.cap as usize
     }
 
-    /// Adds a chunk and daisy-chains its free slots onto the free list (the Om `enlarge()`).
+    /// Adds a chunk (the Om `enlarge()`); its slots are handed out from `fresh` on.
+    #[cold]
     fn enlarge(&mut self) -> bool {
         let base = self.chunks.len() * CHUNK_SLOTS;
         if base >= self.limit || base + CHUNK_SLOTS > NONE as usize {
             return false;
         }
-        let usable = CHUNK_SLOTS.min(self.limit - base);
-        let g = self.fresh_generation;
-        // Built in place: a chunk is a few KiB, too big to assemble on the stack and copy.
-        let mut chunk = Box::<Chunk<T>>::new_uninit();
-        let c = chunk.as_mut_ptr();
-        // SAFETY: c points to uninitialised memory for one Chunk<T>; every field except the values
-        // (MaybeUninit, valid uninitialised) is written before assume_init.
-        let chunk = unsafe {
-            let slots = core::ptr::addr_of_mut!((*c).slots).cast::<Slot<T>>();
-            for i in 0..CHUNK_SLOTS {
-                let s = slots.add(i);
-                core::ptr::addr_of_mut!((*s).generation).write(g);
-                let next = if i + 1 < usable {
-                    (base + i + 1) as u32
-                } else {
-                    self.free
-                };
-                core::ptr::addr_of_mut!((*s).next_free).write(next);
-            }
-            core::ptr::addr_of_mut!((*c).occupied).write(0);
-            chunk.assume_init()
+        let layout = Chunk::<T>::layout();
+        // SAFETY: a slot has a non-zero size (its two u32 fields). Its fields stay unwritten until
+        // `fresh` passes them.
+        let raw = unsafe { CHUNKS.alloc(layout) }.cast::<Slot<T>>();
+        let Some(slots) = NonNull::new(raw) else {
+            std::alloc::handle_alloc_error(layout)
         };
-        self.chunks.push(chunk);
-        self.free = base as u32;
+        self.chunks.push(Chunk { slots, occupied: 0 });
+        self.cap = (base + CHUNK_SLOTS).min(self.limit) as u32;
         true
     }
 
-    /// The slot `h` names if it holds the object `h` was made for: one chunk lookup.
-    #[inline]
-    fn live_slot(&self, h: Handle<T>) -> Option<(&Chunk<T>, usize)> {
-        let i = h.index as usize;
-        let chunk = self.chunks.get(i / CHUNK_SLOTS)?;
-        let si = i % CHUNK_SLOTS;
-        (chunk.occupied & (1 << si) != 0 && chunk.slots[si].generation == h.generation.get())
-            .then_some((&**chunk, si))
+    /// Slot `i`.
+    ///
+    /// # Safety
+    /// `i < self.cap`.
+    #[inline(always)]
+    unsafe fn slot(&self, i: u32) -> *mut Slot<T> {
+        let i = i as usize;
+        // SAFETY: i < cap <= chunks.len() * CHUNK_SLOTS (caller), so the chunk exists; the slot
+        // index is below CHUNK_SLOTS.
+        unsafe {
+            self.chunks
+                .get_unchecked(i / CHUNK_SLOTS)
+                .slots
+                .as_ptr()
+                .add(i % CHUNK_SLOTS)
+        }
+    }
+
+    /// The occupancy word of slot `i`'s chunk.
+    ///
+    /// # Safety
+    /// `i < self.cap`.
+    #[inline(always)]
+    unsafe fn occupied(&mut self, i: u32) -> &mut u64 {
+        // SAFETY: as in `slot`.
+        unsafe {
+            &mut self
+                .chunks
+                .get_unchecked_mut(i as usize / CHUNK_SLOTS)
+                .occupied
+        }
+    }
+
+    /// The slot `h` names if it holds the object `h` was made for: a bounds check, one chunk
+    /// pointer and one generation compare (a handle's generation is odd, a free slot's even).
+    #[inline(always)]
+    fn live_slot(&self, h: Handle<T>) -> Option<*mut Slot<T>> {
+        if h.index >= self.fresh {
+            return None;
+        }
+        // SAFETY: index < fresh <= cap; slots below `fresh` have their generation written.
+        let s = unsafe { self.slot(h.index) };
+        // SAFETY: as above.
+        (unsafe { addr_of!((*s).generation).read() } == h.generation.get()).then_some(s)
+    }
+
+    /// The slot the next insert takes, and its generation; `None` when a fixed pool is full.
+    #[inline(always)]
+    fn next_slot(&mut self) -> Option<(u32, u32)> {
+        if self.free != NONE {
+            // SAFETY: free-list indices are below `fresh`; a free slot's generation is even, and
+            // never u32::MAX, so adding one gives the (odd) generation of its next object.
+            let g = unsafe { addr_of!((*self.slot(self.free)).generation).read() } + 1;
+            return Some((self.free, g));
+        }
+        if self.fresh == self.cap && !self.enlarge() {
+            return None;
+        }
+        Some((self.fresh, self.first_generation))
+    }
+
+    /// Stores `value` in the slot [`next_slot`](Pool::next_slot) chose.
+    #[inline(always)]
+    fn fill(&mut self, index: u32, generation: u32, value: T) -> Handle<T> {
+        // SAFETY: `index` is the free-list head or `fresh`, both below cap.
+        unsafe {
+            let s = self.slot(index);
+            if index == self.fresh {
+                self.fresh += 1;
+            } else {
+                self.free = addr_of!((*s).next_free).read();
+            }
+            addr_of_mut!((*s).generation).write(generation);
+            addr_of_mut!((*s).value).cast::<T>().write(value);
+            *self.occupied(index) |= 1 << (index as usize % CHUNK_SLOTS);
+        }
+        self.len += 1;
+        Handle {
+            index,
+            // SAFETY: generations handed out are odd, so never zero.
+            generation: unsafe { NonZeroU32::new_unchecked(generation) },
+            _type: PhantomData,
+        }
     }
 
     /// Inserts `value`.
     ///
     /// # Panics
     /// When a fixed pool is full (use [`try_insert`](Pool::try_insert) to get the value back).
+    #[inline]
     pub fn insert(&mut self, value: T) -> Handle<T> {
-        match self.try_insert(value) {
-            Ok(h) => h,
-            Err(_) => panic!(
-                "poolalloc::Pool::insert: the fixed pool is full ({} slots)",
-                self.limit
-            ),
+        match self.next_slot() {
+            Some((i, g)) => self.fill(i, g, value),
+            None => self.full("insert"),
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn full(&self, what: &str) -> ! {
+        panic!(
+            "poolalloc::Pool::{what}: the fixed pool is full ({} slots)",
+            self.limit
+        )
     }
 
     /// Inserts `value`, or gives it back when a fixed pool is full.
     #[inline]
     pub fn try_insert(&mut self, value: T) -> Result<Handle<T>, T> {
-        if self.free == NONE && !self.enlarge() {
-            return Err(value);
+        match self.next_slot() {
+            Some((i, g)) => Ok(self.fill(i, g, value)),
+            None => Err(value),
         }
-        Ok(self
-            .try_insert_with(|_| value)
-            .unwrap_or_else(|()| unreachable!()))
     }
 
     /// Inserts the value `f` builds, knowing its handle (for objects that refer to themselves).
+    /// If `f` panics the pool is unchanged.
     ///
     /// # Panics
     /// When a fixed pool is full.
     pub fn insert_with(&mut self, f: impl FnOnce(Handle<T>) -> T) -> Handle<T> {
-        let limit = self.limit;
-        self.try_insert_with(f).unwrap_or_else(|()| {
-            panic!("poolalloc::Pool::insert_with: the fixed pool is full ({limit} slots)")
-        })
-    }
-
-    fn try_insert_with(&mut self, f: impl FnOnce(Handle<T>) -> T) -> Result<Handle<T>, ()> {
-        if self.free == NONE && !self.enlarge() {
-            return Err(());
-        }
-        let index = self.free;
-        let i = index as usize;
-        let generation = self.chunks[i / CHUNK_SLOTS].slots[i % CHUNK_SLOTS].generation;
+        let Some((index, generation)) = self.next_slot() else {
+            self.full("insert_with")
+        };
         let handle = Handle {
             index,
-            generation: NonZeroU32::new(generation)
-                .expect("retired slots are never on the free list"),
+            // SAFETY: generations handed out are odd.
+            generation: unsafe { NonZeroU32::new_unchecked(generation) },
             _type: PhantomData,
         };
-        // Build first: if `f` panics the pool is unchanged.
         let value = f(handle);
-        let chunk = &mut self.chunks[i / CHUNK_SLOTS];
-        let slot = &mut chunk.slots[i % CHUNK_SLOTS];
-        self.free = slot.next_free;
-        slot.value.write(value);
-        chunk.occupied |= 1 << (i % CHUNK_SLOTS);
-        self.len += 1;
-        Ok(handle)
+        self.fill(index, generation, value)
     }
 
     /// True when `h` names an object in the pool.
@@ -305,73 +397,75 @@ impl<T> Pool<T> {
     /// The object `h` names, or `None` if it was removed (or never was in this pool).
     #[inline]
     pub fn get(&self, h: Handle<T>) -> Option<&T> {
-        let (chunk, si) = self.live_slot(h)?;
-        // SAFETY: the slot is occupied (live_slot), so its value is initialised.
-        Some(unsafe { chunk.slots[si].value.assume_init_ref() })
+        let s = self.live_slot(h)?;
+        // SAFETY: the slot's generation is the handle's (odd), so it is occupied and its value
+        // initialised; &self keeps it from being removed while the reference lives.
+        Some(unsafe { (*s).value.assume_init_ref() })
     }
 
     /// The object `h` names, mutably.
+    #[inline]
     pub fn get_mut(&mut self, h: Handle<T>) -> Option<&mut T> {
-        if !self.contains(h) {
-            return None;
-        }
-        let i = h.index as usize;
-        // SAFETY: the slot is occupied (contains), so its value is initialised.
-        Some(unsafe {
-            self.chunks[i / CHUNK_SLOTS].slots[i % CHUNK_SLOTS]
-                .value
-                .assume_init_mut()
-        })
+        let s = self.live_slot(h)?;
+        // SAFETY: occupied as in `get`; &mut self makes the reference unique.
+        Some(unsafe { (*s).value.assume_init_mut() })
     }
 
     /// Removes and returns the object `h` names. Every handle to it goes stale.
+    #[inline]
     pub fn remove(&mut self, h: Handle<T>) -> Option<T> {
-        let i = h.index as usize;
-        let chunk = self.chunks.get_mut(i / CHUNK_SLOTS)?;
-        let bit = 1 << (i % CHUNK_SLOTS);
-        if chunk.occupied & bit == 0
-            || chunk.slots[i % CHUNK_SLOTS].generation != h.generation.get()
-        {
-            return None;
-        }
-        chunk.occupied &= !(1 << (i % CHUNK_SLOTS));
-        let slot = &mut chunk.slots[i % CHUNK_SLOTS];
-        // SAFETY: the slot was occupied; its bit is cleared, so the value is read out exactly once.
-        let value = unsafe { slot.value.assume_init_read() };
+        let s = self.live_slot(h)?;
+        // SAFETY: the slot is occupied (live_slot); its generation moves on below, so the value is
+        // read out exactly once. index < fresh <= cap.
+        let value = unsafe {
+            *self.occupied(h.index) &= !(1 << (h.index as usize % CHUNK_SLOTS));
+            let value = addr_of!((*s).value).cast::<T>().read();
+            self.release(s, h.index);
+            value
+        };
         self.len -= 1;
-        Self::release_slot(slot, &mut self.free, h.index);
         Some(value)
     }
 
-    /// Moves a just-emptied slot to its next generation and onto the free list, or retires it when
-    /// the generation would wrap (slotmap#86: a handle must never find a later object).
-    fn release_slot(slot: &mut Slot<T>, free: &mut u32, index: u32) {
-        if slot.generation == u32::MAX {
-            slot.generation = RETIRED;
-        } else {
-            slot.generation += 1;
-            slot.next_free = *free;
-            *free = index;
+    /// Moves a just-emptied slot to its next (even) generation and onto the free list, or retires
+    /// it when the generation would wrap (slotmap#86: a handle must never find a later object).
+    ///
+    /// # Safety
+    /// `s` is slot `index`, which held a value (odd generation) and no longer does.
+    #[inline(always)]
+    unsafe fn release(&mut self, s: *mut Slot<T>, index: u32) {
+        // SAFETY: caller.
+        unsafe {
+            let g = addr_of!((*s).generation).read();
+            if g == u32::MAX {
+                addr_of_mut!((*s).generation).write(RETIRED);
+            } else {
+                addr_of_mut!((*s).generation).write(g + 1);
+                addr_of_mut!((*s).next_free).write(self.free);
+                self.free = index;
+            }
         }
     }
 
     /// Removes every object; every outstanding handle goes stale.
     pub fn clear(&mut self) {
         self.free = NONE;
-        // Rebuild the free list from the last slot down so slot 0 is handed out first again.
-        for (ci, chunk) in self.chunks.iter_mut().enumerate().rev() {
-            let usable = CHUNK_SLOTS.min(self.limit - ci * CHUNK_SLOTS);
-            for si in (0..usable).rev() {
-                let slot = &mut chunk.slots[si];
-                if chunk.occupied & (1 << si) != 0 {
-                    // SAFETY: occupied slots hold initialised values; each is dropped once (the bit is
-                    // cleared below before anything else can see it).
-                    unsafe { slot.value.assume_init_drop() };
-                    chunk.occupied &= !(1 << si);
-                    Self::release_slot(slot, &mut self.free, (ci * CHUNK_SLOTS + si) as u32);
-                } else if slot.generation != RETIRED {
-                    slot.next_free = self.free;
-                    self.free = (ci * CHUNK_SLOTS + si) as u32;
+        // Rebuild the free list from the last used slot down, so slot 0 is handed out first again.
+        for i in (0..self.fresh).rev() {
+            let bit = 1 << (i as usize % CHUNK_SLOTS);
+            // SAFETY: i < fresh <= cap; slots below `fresh` have their fields written, and an
+            // occupied one (bit set) holds a value, dropped once here (its bit is cleared first).
+            unsafe {
+                let s = self.slot(i);
+                let occupied = self.occupied(i);
+                if *occupied & bit != 0 {
+                    *occupied &= !bit;
+                    // A panicking drop leaks the rest (their bits stay set, the pool stays sound).
+                    addr_of_mut!((*s).value).cast::<T>().drop_in_place();
+                    self.release(s, i);
+                } else if addr_of!((*s).generation).read() != RETIRED {
+                    addr_of_mut!((*s).next_free).write(self.free);
+                    self.free = i;
                 }
             }
         }
@@ -383,29 +477,47 @@ impl<T> Pool<T> {
     /// chunks stay stale forever: a chunk added later starts above every generation they had.
     pub fn shrink_to_fit(&mut self) {
         let mut dropped = false;
-        while let Some(c) = self.chunks.last() {
-            // A chunk with an object, or with a retired slot (whose index must never come back),
-            // stays, and so does everything before it.
-            if c.occupied != 0 || c.slots.iter().any(|s| s.generation == RETIRED) {
+        while let Some(last) = self.chunks.last() {
+            let base = (self.chunks.len() - 1) * CHUNK_SLOTS;
+            if last.occupied != 0 {
                 break;
             }
-            let top = c.slots.iter().map(|s| s.generation).max().unwrap_or(1);
-            if top == u32::MAX {
+            let last = last.slots;
+            // The used slots of this chunk: a retired one (whose index must never come back) keeps
+            // the chunk, and so does everything before it.
+            let used = (base as u32)..self.fresh.max(base as u32);
+            // SAFETY: used slots are below fresh, which is at most this chunk's end (it is lowered
+            // as chunks are dropped), with their generation written.
+            let gens = used.map(|i| unsafe { addr_of!((*self.slot(i)).generation).read() });
+            let mut top = 0;
+            let mut retired = false;
+            for g in gens {
+                retired |= g == RETIRED;
+                top = top.max(g);
+            }
+            if retired {
                 break;
             }
-            self.fresh_generation = self.fresh_generation.max(top + 1);
+            // Free slots have even generations below u32::MAX, so top + 1 is odd and fits.
+            self.first_generation = self.first_generation.max(top + 1);
             self.chunks.pop();
+            self.fresh = self.fresh.min(base as u32);
+            // SAFETY: the chunk came from CHUNKS with this layout in `enlarge`; it holds no value.
+            unsafe { CHUNKS.dealloc(last.as_ptr().cast(), Chunk::<T>::layout()) };
             dropped = true;
         }
         if dropped {
+            self.cap = (self.chunks.len() * CHUNK_SLOTS).min(self.limit) as u32;
             // Rebuild the free list without the dropped slots.
             self.free = NONE;
-            for (ci, chunk) in self.chunks.iter_mut().enumerate().rev() {
-                for si in (0..CHUNK_SLOTS.min(self.limit - ci * CHUNK_SLOTS)).rev() {
-                    let slot = &mut chunk.slots[si];
-                    if chunk.occupied & (1 << si) == 0 && slot.generation != RETIRED {
-                        slot.next_free = self.free;
-                        self.free = (ci * CHUNK_SLOTS + si) as u32;
+            for i in (0..self.fresh).rev() {
+                // SAFETY: i < fresh <= cap, generation written.
+                unsafe {
+                    let s = self.slot(i);
+                    let g = addr_of!((*s).generation).read();
+                    if g % 2 == 0 && g != RETIRED {
+                        addr_of_mut!((*s).next_free).write(self.free);
+                        self.free = i;
                     }
                 }
             }
@@ -416,32 +528,47 @@ impl<T> Pool<T> {
     /// The objects and their handles, in slot order.
     pub fn iter(&self) -> Iter<'_, T> {
         Iter {
-            pool: self,
-            chunk: 0,
-            bits: self.chunks.first().map_or(0, |c| c.occupied),
+            chunks: self.chunks.iter(),
+            slots: core::ptr::null(),
+            next_base: 0,
+            base: 0,
+            bits: 0,
+            left: self.len,
+            _pool: PhantomData,
         }
     }
 
     /// The objects, mutably, and their handles, in slot order.
     pub fn iter_mut(&mut self) -> IterMut<'_, T> {
         IterMut {
-            chunks: self.chunks.iter_mut(),
-            current: None,
+            chunks: self.chunks.iter(),
+            slots: core::ptr::null_mut(),
+            next_base: 0,
             base: 0,
             bits: 0,
+            left: self.len,
+            _pool: PhantomData,
         }
     }
 }
 
 impl<T> Drop for Pool<T> {
     fn drop(&mut self) {
-        for chunk in &mut self.chunks {
-            let mut bits = chunk.occupied;
-            while bits != 0 {
-                let si = bits.trailing_zeros() as usize;
-                bits &= bits - 1;
-                // SAFETY: occupied slots hold initialised values, dropped once here.
-                unsafe { chunk.slots[si].value.assume_init_drop() };
+        for chunk in &self.chunks {
+            // SAFETY: each chunk is live and came from CHUNKS with this layout; occupied slots
+            // hold initialised values, dropped once here before the chunk is freed.
+            unsafe {
+                let mut bits = if core::mem::needs_drop::<T>() {
+                    chunk.occupied
+                } else {
+                    0
+                };
+                while bits != 0 {
+                    let si = bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    chunk.slots.as_ptr().add(si).cast::<T>().drop_in_place();
+                }
+                CHUNKS.dealloc(chunk.slots.as_ptr().cast(), Chunk::<T>::layout());
             }
         }
     }
@@ -449,66 +576,102 @@ impl<T> Drop for Pool<T> {
 
 /// Iterator over `(Handle<T>, &T)` in slot order.
 pub struct Iter<'a, T> {
-    pool: &'a Pool<T>,
-    chunk: usize,
+    chunks: core::slice::Iter<'a, Chunk<T>>,
+    /// Slots of the current chunk.
+    slots: *const Slot<T>,
+    next_base: u32,
+    base: u32,
+    /// Occupied slots of the current chunk not yet yielded.
     bits: u64,
+    /// Objects not yet yielded: iteration stops at the last one.
+    left: usize,
+    _pool: PhantomData<&'a Pool<T>>,
 }
 
 impl<'a, T> Iterator for Iter<'a, T> {
     type Item = (Handle<T>, &'a T);
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
-        while self.bits == 0 {
-            self.chunk += 1;
-            self.bits = self.pool.chunks.get(self.chunk)?.occupied;
+        if self.left == 0 {
+            return None;
         }
-        let si = self.bits.trailing_zeros() as usize;
+        while self.bits == 0 {
+            let c = self.chunks.next()?;
+            self.bits = c.occupied;
+            self.slots = c.slots.as_ptr();
+            self.base = self.next_base;
+            self.next_base += CHUNK_SLOTS as u32;
+        }
+        let si = self.bits.trailing_zeros();
         self.bits &= self.bits - 1;
-        let slot = &self.pool.chunks[self.chunk].slots[si];
-        let h = Handle {
-            index: (self.chunk * CHUNK_SLOTS + si) as u32,
-            generation: NonZeroU32::new(slot.generation)?,
-            _type: PhantomData,
-        };
-        // SAFETY: the slot's occupancy bit is set, so its value is initialised.
-        Some((h, unsafe { slot.value.assume_init_ref() }))
+        self.left -= 1;
+        // SAFETY: the slot's occupancy bit was set, so its generation is written (odd, non-zero)
+        // and its value initialised.
+        unsafe {
+            let s = self.slots.add(si as usize);
+            let h = Handle {
+                index: self.base + si,
+                generation: NonZeroU32::new_unchecked(addr_of!((*s).generation).read()),
+                _type: PhantomData,
+            };
+            Some((h, (*s).value.assume_init_ref()))
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
     }
 }
 
+impl<T> ExactSizeIterator for Iter<'_, T> {}
+
 /// Iterator over `(Handle<T>, &mut T)` in slot order.
 pub struct IterMut<'a, T> {
-    chunks: core::slice::IterMut<'a, Box<Chunk<T>>>,
-    current: Option<&'a mut [Slot<T>; CHUNK_SLOTS]>,
-    base: usize,
+    chunks: core::slice::Iter<'a, Chunk<T>>,
+    slots: *mut Slot<T>,
+    next_base: u32,
+    base: u32,
     bits: u64,
+    left: usize,
+    _pool: PhantomData<&'a mut Pool<T>>,
 }
 
 impl<'a, T> Iterator for IterMut<'a, T> {
     type Item = (Handle<T>, &'a mut T);
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
-        while self.bits == 0 || self.current.is_none() {
-            let c = self.chunks.next()?;
-            if self.current.is_some() {
-                self.base += CHUNK_SLOTS;
-            }
-            self.bits = c.occupied;
-            self.current = Some(&mut c.slots);
+        if self.left == 0 {
+            return None;
         }
-        let si = self.bits.trailing_zeros() as usize;
+        while self.bits == 0 {
+            let c = self.chunks.next()?;
+            self.bits = c.occupied;
+            self.slots = c.slots.as_ptr();
+            self.base = self.next_base;
+            self.next_base += CHUNK_SLOTS as u32;
+        }
+        let si = self.bits.trailing_zeros();
         self.bits &= self.bits - 1;
-        let slots = self.current.as_mut()?;
-        let slot: *mut Slot<T> = &mut slots[si];
-        // SAFETY: each occupied slot is yielded once (its bit is cleared from `bits`), so the
-        // mutable references do not alias; they live as long as the pool's mutable borrow.
-        let slot = unsafe { &mut *slot };
-        let h = Handle {
-            index: (self.base + si) as u32,
-            generation: NonZeroU32::new(slot.generation)?,
-            _type: PhantomData,
-        };
-        // SAFETY: the occupancy bit was set, so the value is initialised.
-        Some((h, unsafe { slot.value.assume_init_mut() }))
+        self.left -= 1;
+        // SAFETY: occupied as in Iter; each slot is yielded once (its bit leaves `bits`), so the
+        // mutable references do not alias, and they live as long as the pool's mutable borrow.
+        unsafe {
+            let s = self.slots.add(si as usize);
+            let h = Handle {
+                index: self.base + si,
+                generation: NonZeroU32::new_unchecked(addr_of!((*s).generation).read()),
+                _type: PhantomData,
+            };
+            Some((h, (*s).value.assume_init_mut()))
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
     }
 }
+
+impl<T> ExactSizeIterator for IterMut<'_, T> {}
 
 #[cfg(test)]
 mod tests {
@@ -656,6 +819,8 @@ mod tests {
         assert_eq!(pool.get(h).unwrap().0, h.to_bits());
         assert_eq!(Handle::<(u64, String)>::from_bits(h.to_bits()), Some(h));
         assert_eq!(Handle::<u8>::from_bits(5), None);
+        // Even generations belong to free slots: no handle has one.
+        assert_eq!(Handle::<u8>::from_bits(2 << 32), None);
     }
 
     fn _bounds() {
