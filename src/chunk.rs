@@ -110,6 +110,10 @@ pub struct Chunk {
     pub emptied_at: u32,
     /// [`LIVE`] while a pool holds the chunk; zero once it is released (purging zeroes it).
     magic: usize,
+    /// `bump`, published for the checks of `hardened`, which run without the pool lock: every slot
+    /// below it has been carved (its free-slot tag written), every slot at or above it never was.
+    #[cfg(feature = "hardened")]
+    pub carved: core::sync::atomic::AtomicUsize,
 }
 
 /// The header magic of a chunk held by a pool.
@@ -177,6 +181,8 @@ impl Chunk {
                 bump_zeroed: zeroed,
                 emptied_at: 0,
                 magic: LIVE,
+                #[cfg(feature = "hardened")]
+                carved: core::sync::atomic::AtomicUsize::new(base as usize),
             });
         }
         c
@@ -245,6 +251,9 @@ impl Chunk {
                     s = s.sub(size);
                 }
                 self.bump = first.add(k * size);
+                #[cfg(feature = "hardened")]
+                self.carved
+                    .store(self.bump as usize, core::sync::atomic::Ordering::Relaxed);
             }
             out.head = first.cast();
             n += k as u32;

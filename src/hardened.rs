@@ -3,14 +3,16 @@
 //!
 //! | misuse | how it is caught |
 //! |---|---|
-//! | double free, realloc of a freed block | a bit per slot, set while the slot is handed out (atomic, in the chunk's trailer); large blocks: a table of live blocks |
-//! | free of an interior, unaligned, wild or foreign pointer | a bitmap of the address space marking our chunks; the slot grid of the chunk; the live-large-block table |
+//! | double free, realloc of a freed block | free slots of 16 B and more carry a keyed tag of their address in their second word; 8-byte slots, a bit per slot in the chunk's trailer (atomic); large blocks: a table of live blocks |
+//! | free of an interior, unaligned, wild, foreign or never-allocated pointer | a bitmap of the address space marking our chunks; the slot grid of the chunk (a multiply, not a division); the chunk's carved watermark; the live-large-block table |
 //! | size-mismatched dealloc | the layout's class against the chunk header's class |
 //! | corrupted free-list links | links stored as `rotl(p ^ k1, k0) + k0` with per-process keys, and a decoded link must name a chunk of ours of the same class |
-//! | write after free | freed slots carry the `0x1deadb0b` pattern in their first 128 bytes (after the link word), checked when handed out again |
+//! | write after free | freed slots carry their tag and the `0x1deadb0b` pattern in their first 64 bytes (after the link word), checked when handed out again |
 //!
 //! Not caught: a double free after the slot was handed out again (it is then a valid free of the new
-//! block), writes past the first 128 bytes of a freed slot, and overflows into a live neighbour.
+//! block), writes past the first 64 bytes of a freed slot, and overflows into a live neighbour. A
+//! live block whose second word happens to equal its own secret tag would be taken for free (a
+//! 2^-64 chance for data that does not know the key).
 
 use crate::chunk::{self, CHUNK_SHIFT, CHUNK_SIZE, Chunk, FreeSlot};
 use crate::lock::Lock;
@@ -57,12 +59,13 @@ pub fn fatal(args: fmt::Arguments<'_>) -> ! {
 
 static K0: AtomicUsize = AtomicUsize::new(0);
 static K1: AtomicUsize = AtomicUsize::new(0);
+static K2: AtomicU64 = AtomicU64::new(0);
 
 /// Draws the keys once, before the first chunk exists (so before any link is stored).
 pub fn init() {
     static ONCE: spin::Once<()> = spin::Once::new();
     ONCE.call_once(|| {
-        let mut k = [0usize; 2];
+        let mut k = [0usize; 3];
         // SAFETY: the buffer is valid for its size; getrandom may fill less on failure.
         let n = unsafe { libc::getrandom(k.as_mut_ptr().cast(), size_of_val(&k), 0) };
         if n != size_of_val(&k) as isize {
@@ -74,10 +77,13 @@ pub fn init() {
             k = [
                 t ^ (&K0 as *const _ as usize),
                 t.rotate_left(29) ^ (init as *const () as usize),
+                t.rotate_left(41) ^ (&K2 as *const _ as usize),
             ];
         }
         K0.store(k[0] | 1, Relaxed);
         K1.store(k[1], Relaxed);
+        // Never zero: a zeroed slot must not carry a free mark.
+        K2.store(k[2] as u64 | 1 << 63, Relaxed);
     });
 }
 
@@ -154,12 +160,22 @@ pub fn is_ours(p: *mut u8) -> bool {
     unsafe { (*map.add(i >> 6)).load(Relaxed) & (1 << (i & 63)) != 0 }
 }
 
-// --- per-slot "handed out" bits ---------------------------------------------------------------------
+// --- per-slot state: free-slot tags, and bits for the 8-byte class ---------------------------------
 
-/// Bytes of a chunk's trailer taken by the slot bitmap (one bit per 8-byte slot, the smallest).
+/// Second word of every free slot of 16 bytes or more: a keyed tag of the slot's address. A slot
+/// being freed that already carries its tag is a double free; a slot being handed out that lacks
+/// it was written after it was freed. One load and one store in a line the operation touches
+/// anyway, where a shared bitmap needs an atomic read-modify-write (the cost that dominated here).
+#[inline(always)]
+fn tag(p: *mut u8) -> u64 {
+    (p as u64).rotate_left(23) ^ K2.load(Relaxed)
+}
+
+/// 8-byte slots have no room for a tag: they keep a "handed out" bit per slot in the chunk trailer.
+/// Bytes of the trailer taken by that bitmap.
 pub const BITMAP_BYTES: usize = CHUNK_SIZE / 8 / 8;
 
-/// The bitmap word and bit of slot `p` in chunk `c`, whose slot index is `idx`.
+/// The bitmap word and bit of 8-byte slot `idx` in chunk `c`.
 #[inline]
 fn bit(c: *mut Chunk, idx: usize) -> (&'static AtomicU64, u64) {
     let words = chunk::base(c)
@@ -170,8 +186,23 @@ fn bit(c: *mut Chunk, idx: usize) -> (&'static AtomicU64, u64) {
     (unsafe { &*words.add(idx >> 6) }, 1 << (idx & 63))
 }
 
-/// Validates `p` as the start of a slot of class `class` in one of our chunks; returns its chunk
-/// and slot index or aborts naming the problem. `what` names the operation for the message.
+/// `ceil(2^40 / size)` for every class: `(off · RECIP[c]) >> 40 == off / size` for every offset
+/// in a chunk (off < 2^18, size ≤ 2^15, so the rounding error off·(RECIP·size − 2^40) < 2^33
+/// stays below 2^40 / size), without a division on the free path.
+static RECIP: [u64; size_class::NUM_CLASSES] = {
+    let mut r = [0u64; size_class::NUM_CLASSES];
+    let mut c = 0;
+    while c < size_class::NUM_CLASSES {
+        let d = size_class::CLASS_SIZE[c] as u64;
+        r[c] = (1u64 << 40).div_ceil(d);
+        c += 1;
+    }
+    r
+};
+
+/// Validates `p` as the start of a carved slot of class `class` in one of our chunks; returns its
+/// chunk and slot index or aborts naming the problem. `what` names the operation for the message.
+#[inline]
 fn slot_of(p: *mut u8, class: usize, what: &str) -> (*mut Chunk, usize) {
     if !is_ours(p) {
         fatal(format_args!(
@@ -179,88 +210,135 @@ fn slot_of(p: *mut u8, class: usize, what: &str) -> (*mut Chunk, usize) {
         ));
     }
     let c = chunk::of(p);
-    // SAFETY: p's chunk is ours and mapped, so its header is readable.
+    // SAFETY: p's chunk is ours and mapped, so its header is readable; `magic`, `class` and
+    // `capacity` change only while no slot of the chunk is handed out.
     let h = unsafe { &*c };
     if !h.is_live() {
         fatal(format_args!(
             "{what} of invalid pointer {p:p}: its chunk is not in use"
         ));
     }
-    let size = size_class::size_of(h.class as usize);
+    let hc = h.class as usize;
+    let size = size_class::size_of(hc);
     let off = p as usize - chunk::base(c) as usize;
-    if off % size != 0 || off / size >= h.capacity as usize {
+    let idx = ((off as u64 * RECIP[hc]) >> 40) as usize;
+    if idx * size != off || p as usize >= h.carved.load(Relaxed) {
         fatal(format_args!(
-            "{what} of invalid pointer {p:p}: not the start of a block (interior or unaligned pointer into {size}-byte slots)"
+            "{what} of invalid pointer {p:p}: not the start of a block (interior, unaligned or never-allocated pointer into {size}-byte slots)"
         ));
     }
-    if h.class as usize != class {
+    if hc != class {
         fatal(format_args!(
             "size mismatch: {what} of {p:p} with a layout of the {}-byte class, but the block is in the {size}-byte class",
             size_class::size_of(class)
         ));
     }
-    (c, off / size)
+    (c, idx)
 }
 
 /// The pattern freed slots carry (the object-pool pattern's debug fill).
 const POISON: u64 = 0x1deadb0b_1deadb0b;
-/// Bytes of a freed slot checked for writes after free.
-const POISON_BYTES: usize = 128;
+/// Bytes of a freed slot checked for writes after free: its first cache line's worth.
+const POISON_BYTES: usize = 64;
 
-/// Fills the poisoned part of a free slot (everything after its link word, up to 128 bytes).
+/// Marks a free slot: its tag in word 1 and the poison pattern in words 2.. of its first 64 bytes
+/// (word 0 is the free-list link). 8-byte slots have only the link.
 ///
 /// # Safety
 /// `s` must be a free slot of `size` bytes that nobody else uses.
-#[inline]
+#[inline(always)]
 pub unsafe fn poison(s: *mut u8, size: usize) {
-    let words = size.min(POISON_BYTES) / 8;
-    for i in 1..words {
-        // SAFETY: word i < size/8 lies inside the slot (caller).
-        unsafe { s.cast::<u64>().add(i).write(POISON) };
+    if size < 16 {
+        return;
     }
-}
-
-/// A slot of class `class` is being handed out: it must have been free (bit clear) and untouched.
-pub fn on_hand_out(p: *mut u8, class: usize) {
-    let c = chunk::of(p);
-    let size = size_class::size_of(class);
-    let idx = (p as usize - chunk::base(c) as usize) / size;
-    let (w, b) = bit(c, idx);
-    if w.fetch_or(b, Relaxed) & b != 0 {
-        fatal(format_args!(
-            "corrupted free list: slot {p:p} handed out while still allocated"
-        ));
-    }
-    let words = size.min(POISON_BYTES) / 8;
-    for i in 1..words {
-        // SAFETY: the slot is ours now and at least `words` words long.
-        if unsafe { p.cast::<u64>().add(i).read() } != POISON {
-            fatal(format_args!(
-                "write after free detected in block {p:p} ({size}-byte class) at offset {}",
-                i * 8
-            ));
+    let w = s.cast::<u64>();
+    // SAFETY: words 1 .. min(size, 64)/8 lie inside the slot (caller).
+    unsafe {
+        w.add(1).write(tag(s));
+        for i in 2..size.min(POISON_BYTES) / 8 {
+            w.add(i).write(POISON);
         }
     }
 }
 
-/// A slot of class `class` is being freed: it must be a live block of that class. Poisons it.
+/// A slot of class `class` is being handed out: it must carry its free mark and be untouched.
+#[inline]
+pub fn on_hand_out(p: *mut u8, class: usize) {
+    let size = size_class::size_of(class);
+    if size < 16 {
+        let c = chunk::of(p);
+        let (w, b) = bit(c, (p as usize - chunk::base(c) as usize) / 8);
+        if w.fetch_or(b, Relaxed) & b != 0 {
+            fatal(format_args!(
+                "corrupted free list: slot {p:p} handed out while still allocated"
+            ));
+        }
+        return;
+    }
+    let w = p.cast::<u64>();
+    // SAFETY: the slot is ours now and at least min(size, 64)/8 ≥ 2 words long.
+    unsafe {
+        if w.add(1).read() != tag(p) {
+            bad_hand_out(p, size, 8);
+        }
+        for i in 2..size.min(POISON_BYTES) / 8 {
+            if w.add(i).read() != POISON {
+                bad_hand_out(p, size, i * 8);
+            }
+        }
+        // Clear the mark, so freeing the new block is not taken for a double free.
+        w.add(1).write(0);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn bad_hand_out(p: *mut u8, size: usize, at: usize) -> ! {
+    fatal(format_args!(
+        "write after free detected in block {p:p} ({size}-byte class) at offset {at} (or a corrupted free list handed out a live block)"
+    ))
+}
+
+/// A slot of class `class` is being freed: it must be a live block of that class. Marks it free.
+#[inline]
 pub fn on_free(p: *mut u8, class: usize) {
     let (c, idx) = slot_of(p, class, "free");
-    let (w, b) = bit(c, idx);
-    if w.fetch_and(!b, Relaxed) & b == 0 {
-        fatal(format_args!(
-            "double free of {p:p} (or free of a never-allocated slot)"
-        ));
+    let size = size_class::size_of(class);
+    if size < 16 {
+        let (w, b) = bit(c, idx);
+        if w.fetch_and(!b, Relaxed) & b == 0 {
+            double_free(p);
+        }
+        return;
+    }
+    // SAFETY: p is the start of a carved slot of at least 16 bytes (slot_of).
+    if unsafe { p.cast::<u64>().add(1).read() } == tag(p) {
+        double_free(p);
     }
     // SAFETY: the block was live and its owner has just given it up.
-    unsafe { poison(p, size_class::size_of(class)) };
+    unsafe { poison(p, size) };
+}
+
+#[cold]
+#[inline(never)]
+fn double_free(p: *mut u8) -> ! {
+    fatal(format_args!(
+        "double free of {p:p} (or free of a never-allocated slot)"
+    ))
 }
 
 /// `realloc` of a small block: it must be live.
 pub fn check_live(p: *mut u8, class: usize) {
     let (c, idx) = slot_of(p, class, "realloc");
-    let (w, b) = bit(c, idx);
-    if w.load(Relaxed) & b == 0 {
+    let live = if size_class::size_of(class) < 16 {
+        let (w, b) = bit(c, idx);
+        w.load(Relaxed) & b != 0
+    } else {
+        // SAFETY: p is the start of a carved slot of at least 16 bytes (slot_of).
+        let mark = unsafe { p.cast::<u64>().add(1).read() };
+        mark != tag(p)
+    };
+    if !live {
         fatal(format_args!("realloc of freed block {p:p}"));
     }
 }

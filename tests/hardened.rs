@@ -18,6 +18,10 @@ const CASES: &[(&str, &str)] = &[
     ("double_free_small", "double free"),
     ("double_free_large", "double free or invalid pointer"),
     ("double_free_after_other_frees", "double free"),
+    ("double_free_8_byte", "double free"),
+    ("realloc_of_freed_8_byte_block", "realloc of freed block"),
+    ("never_allocated_slot", "never-allocated"),
+    ("write_after_free_on_the_tag_word", "write after free"),
     ("unaligned_free", "not the start of a block"),
     ("interior_free", "not the start of a block"),
     ("wild_pointer", "not allocated by poolalloc"),
@@ -52,6 +56,28 @@ fn run_case(case: &str) {
                     P.dealloc(p, l(48));
                 }
                 P.dealloc(v[3], l(48));
+            }
+            "double_free_8_byte" => {
+                let p = P.alloc(l(8));
+                P.dealloc(p, l(8));
+                P.dealloc(p, l(8));
+            }
+            "realloc_of_freed_8_byte_block" => {
+                let p = P.alloc(l(8));
+                P.dealloc(p, l(8));
+                P.realloc(p, l(8), 16);
+            }
+            "never_allocated_slot" => {
+                // A slot far beyond everything handed out in a fresh chunk of this class.
+                let p = P.alloc(l(3072));
+                P.dealloc(p.add(3072 * 60), l(3072));
+            }
+            "write_after_free_on_the_tag_word" => {
+                let p = P.alloc(l(32));
+                P.dealloc(p, l(32));
+                p.add(8).write(0);
+                let q = P.alloc(l(32));
+                assert_eq!(p, q);
             }
             "unaligned_free" => {
                 let p = P.alloc(l(64));
