@@ -7,6 +7,8 @@
 //! `POOLALLOC_BENCH_ALLOC` naming the allocator: its global allocator (`Switch` below) reads that
 //! variable at its first call and forwards every call to PoolAlloc, System, jemalloc or mimalloc,
 //! so the workload uses the allocator exactly as a program would (Box, Vec, String, HashMap).
+//! A fifth runner is the same benchmark built with `--features hardened` (built by the parent
+//! before the first run, in `target/hardened-build`), for the cost of hardening.
 //!
 //! Output: a Markdown table on stdout and in `target/poolalloc-report/report.md`, a bar chart of the
 //! ratios (`ratios.svg`, `ratios.png`) and, for the fragmentation workloads, RSS over time per
@@ -28,6 +30,17 @@ static JE: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 static MI: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const ALLOCATORS: [&str; 4] = ["poolalloc", "system", "jemalloc", "mimalloc"];
+
+/// What the parent runs: the four allocators, then poolalloc built with `--features hardened` (a
+/// second build of this benchmark, made by [`build_hardened`]).
+const RUNNERS: [&str; 5] = [
+    "poolalloc",
+    "system",
+    "jemalloc",
+    "mimalloc",
+    "poolalloc-hardened",
+];
+const HARDENED: usize = 4;
 
 /// 0: not chosen yet; 1 + index into ALLOCATORS afterwards.
 static CHOICE: AtomicU8 = AtomicU8::new(0);
@@ -699,22 +712,28 @@ fn main() {
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     let (rounds, scale) = if quick { (1, 1) } else { (5, 4) };
     let exe = std::env::current_exe().unwrap();
+    let hardened_exe = build_hardened();
     let workloads: Vec<&(&str, Workload, bool)> = WORKLOADS
         .iter()
         .filter(|w| only.is_none_or(|o| w.0.contains(o.as_str())))
         .collect();
     // runs[workload][allocator] = every round's result
-    let mut runs: Vec<Vec<Vec<Run>>> = vec![vec![Vec::new(); ALLOCATORS.len()]; workloads.len()];
-    let total = rounds * workloads.len() * ALLOCATORS.len();
+    let mut runs: Vec<Vec<Vec<Run>>> = vec![vec![Vec::new(); RUNNERS.len()]; workloads.len()];
+    let total = rounds * workloads.len() * RUNNERS.len();
     let mut done = 0;
     let started = Instant::now();
     for round in 0..rounds {
         for (wi, w) in workloads.iter().enumerate() {
-            for k in 0..ALLOCATORS.len() {
-                let ai = (k + round + wi) % ALLOCATORS.len(); // rotate the order
-                let out = Command::new(&exe)
+            for k in 0..RUNNERS.len() {
+                let ai = (k + round + wi) % RUNNERS.len(); // rotate the order
+                let (bin, alloc) = if ai == HARDENED {
+                    (&hardened_exe, "poolalloc")
+                } else {
+                    (&exe, ALLOCATORS[ai])
+                };
+                let out = Command::new(bin)
                     .env("POOLALLOC_WORKLOAD", w.0)
-                    .env("POOLALLOC_BENCH_ALLOC", ALLOCATORS[ai])
+                    .env("POOLALLOC_BENCH_ALLOC", alloc)
                     .env("POOLALLOC_THREADS", threads.to_string())
                     .env("POOLALLOC_SCALE", scale.to_string())
                     .output()
@@ -724,7 +743,7 @@ fn main() {
                     panic!(
                         "{} with {} failed ({}):\n{}\n{}",
                         w.0,
-                        ALLOCATORS[ai],
+                        RUNNERS[ai],
                         out.status,
                         stdout,
                         String::from_utf8_lossy(&out.stderr)
@@ -736,7 +755,7 @@ fn main() {
                     started.elapsed().as_secs_f64(),
                     round + 1,
                     w.0,
-                    ALLOCATORS[ai],
+                    RUNNERS[ai],
                     run.secs,
                     mib(run.peak_rss as f64)
                 );
@@ -753,6 +772,48 @@ fn main() {
     eprintln!("wrote {}", dir.display());
 }
 
+/// This benchmark built again with `--features hardened`, for the hardened column: cargo is run
+/// with its own target directory (the running `cargo bench` holds the lock of the usual one).
+/// A report without that column would hide the cost of hardening, so failing to build is fatal.
+fn build_hardened() -> PathBuf {
+    if cfg!(feature = "hardened") {
+        // Already the hardened build: the column then measures the same binary.
+        return std::env::current_exe().unwrap();
+    }
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let target = out_dir().parent().unwrap().join("hardened-build");
+    eprintln!(
+        "building the hardened variant of this benchmark in {}",
+        target.display()
+    );
+    let out = Command::new(cargo)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["build", "--profile", "bench", "--bench", "report"])
+        .args(["--features", "hardened", "--message-format", "json"])
+        .arg("--target-dir")
+        .arg(&target)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .expect("cannot run cargo to build the hardened benchmark");
+    assert!(
+        out.status.success(),
+        "building the hardened benchmark failed"
+    );
+    // The artifact message of the report bench names its executable.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    stdout
+        .lines()
+        .filter(|l| {
+            l.contains("\"reason\":\"compiler-artifact\"") && l.contains("\"name\":\"report\"")
+        })
+        .find_map(|l| {
+            let at = l.find("\"executable\":\"")? + "\"executable\":\"".len();
+            let end = l[at..].find('"')?;
+            Some(PathBuf::from(&l[at..at + end]))
+        })
+        .expect("cargo did not report the hardened benchmark's executable")
+}
+
 /// The Markdown table: medians per workload and allocator, and poolalloc's ratio to the best peer.
 fn table(
     workloads: &[&(&str, Workload, bool)],
@@ -764,24 +825,25 @@ fn table(
     let mut s = String::new();
     s += &format!(
         "Medians of {rounds} interleaved run(s) per cell, {threads} threads{}. Time in seconds, peak RSS in MiB; \
-         ratio = poolalloc / best of jemalloc and mimalloc (below 1 is better).\n\n",
+         ratio = poolalloc / best of jemalloc and mimalloc (below 1 is better); hardened cost = poolalloc built with \
+         `--features hardened` / poolalloc.\n\n",
         if quick {
             ", quick mode (small inputs)"
         } else {
             ""
         }
     );
-    s += "| workload | poolalloc s | system s | jemalloc s | mimalloc s | time ratio | poolalloc RSS | system RSS | jemalloc RSS | mimalloc RSS | RSS ratio |\n";
-    s += "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+    s += "| workload | poolalloc s | system s | jemalloc s | mimalloc s | time ratio | poolalloc RSS | system RSS | jemalloc RSS | mimalloc RSS | RSS ratio | hardened s | hardened cost |\n";
+    s += "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
     for (wi, w) in workloads.iter().enumerate() {
-        let t: Vec<f64> = (0..4)
+        let t: Vec<f64> = (0..RUNNERS.len())
             .map(|a| median(runs[wi][a].iter().map(|r| r.secs).collect()))
             .collect();
         let m: Vec<f64> = (0..4)
             .map(|a| median(runs[wi][a].iter().map(|r| r.peak_rss as f64).collect()))
             .collect();
         s += &format!(
-            "| {} | {:.3} | {:.3} | {:.3} | {:.3} | **{:.2}** | {} | {} | {} | {} | **{:.2}** |\n",
+            "| {} | {:.3} | {:.3} | {:.3} | {:.3} | **{:.2}** | {} | {} | {} | {} | **{:.2}** | {:.3} | **{:.2}** |\n",
             w.0,
             t[0],
             t[1],
@@ -792,7 +854,21 @@ fn table(
             mib(m[1]),
             mib(m[2]),
             mib(m[3]),
-            m[0] / m[2].min(m[3])
+            m[0] / m[2].min(m[3]),
+            t[HARDENED],
+            t[HARDENED] / t[0]
+        );
+    }
+    let costs: Vec<f64> = (0..workloads.len())
+        .map(|wi| {
+            let t = |a: usize| median(runs[wi][a].iter().map(|r| r.secs).collect());
+            t(HARDENED) / t(0)
+        })
+        .collect();
+    if !costs.is_empty() {
+        let geo = (costs.iter().map(|c| c.ln()).sum::<f64>() / costs.len() as f64).exp();
+        s += &format!(
+            "\nHardened cost, geometric mean over the workloads: **{geo:.2}** (target: at most 1.05, never above 1.10).\n"
         );
     }
     let frag: Vec<usize> = (0..workloads.len()).filter(|&i| workloads[i].2).collect();
