@@ -218,22 +218,34 @@ fn slot_of(p: *mut u8, class: usize, what: &str) -> (*mut Chunk, usize) {
             "{what} of invalid pointer {p:p}: its chunk is not in use"
         ));
     }
-    let hc = h.class as usize;
-    let size = size_class::size_of(hc);
+    if h.class as usize != class {
+        fatal(format_args!(
+            "size mismatch: {what} of {p:p} with a layout of the {}-byte class, but the block is in the {}-byte class",
+            slot_size(class),
+            size_class::CLASS_SIZE
+                .get(h.class as usize)
+                .copied()
+                .unwrap_or(0)
+        ));
+    }
+    let size = slot_size(class);
     let off = p as usize - chunk::base(c) as usize;
-    let idx = ((off as u64 * RECIP[hc]) >> 40) as usize;
+    // SAFETY: class < NUM_CLASSES (it came from class_of).
+    let idx = ((off as u64 * unsafe { *RECIP.get_unchecked(class) }) >> 40) as usize;
     if idx * size != off || p as usize >= h.carved.load(Relaxed) {
         fatal(format_args!(
             "{what} of invalid pointer {p:p}: not the start of a block (interior, unaligned or never-allocated pointer into {size}-byte slots)"
         ));
     }
-    if hc != class {
-        fatal(format_args!(
-            "size mismatch: {what} of {p:p} with a layout of the {}-byte class, but the block is in the {size}-byte class",
-            size_class::size_of(class)
-        ));
-    }
     (c, idx)
+}
+
+/// The slot size of class `class`, which came from `class_of` (so is in range).
+#[inline(always)]
+fn slot_size(class: usize) -> usize {
+    debug_assert!(class < size_class::NUM_CLASSES);
+    // SAFETY: class < NUM_CLASSES (callers pass classes from class_of or a checked header).
+    unsafe { *size_class::CLASS_SIZE.get_unchecked(class) }
 }
 
 /// The pattern freed slots carry (the object-pool pattern's debug fill).
@@ -274,7 +286,7 @@ const POISON_WORDS: usize = POISON_BYTES / 8 - 2;
 /// A slot of class `class` is being handed out: it must carry its free mark and be untouched.
 #[inline(always)]
 pub fn on_hand_out(p: *mut u8, class: usize) {
-    let size = size_class::size_of(class);
+    let size = slot_size(class);
     if size < 16 {
         let c = chunk::of(p);
         let (w, b) = bit(c, (p as usize - chunk::base(c) as usize) / 8);
@@ -322,7 +334,7 @@ fn bad_hand_out(p: *mut u8, size: usize, at: usize) -> ! {
 #[inline]
 pub fn on_free(p: *mut u8, class: usize) {
     let (c, idx) = slot_of(p, class, "free");
-    let size = size_class::size_of(class);
+    let size = slot_size(class);
     if size < 16 {
         let (w, b) = bit(c, idx);
         if w.fetch_and(!b, Relaxed) & b == 0 {
@@ -349,7 +361,7 @@ fn double_free(p: *mut u8) -> ! {
 /// `realloc` of a small block: it must be live.
 pub fn check_live(p: *mut u8, class: usize) {
     let (c, idx) = slot_of(p, class, "realloc");
-    let live = if size_class::size_of(class) < 16 {
+    let live = if slot_size(class) < 16 {
         let (w, b) = bit(c, idx);
         w.load(Relaxed) & b != 0
     } else {
