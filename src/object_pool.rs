@@ -346,9 +346,36 @@ impl<T> Pool<T> {
     /// When a fixed pool is full (use [`try_insert`](Pool::try_insert) to get the value back).
     #[inline]
     pub fn insert(&mut self, value: T) -> Handle<T> {
+        if self.free != NONE {
+            return self.insert_free(value);
+        }
         match self.next_slot() {
             Some((i, g)) => self.fill(i, g, value),
             None => self.full("insert"),
+        }
+    }
+
+    /// Insert into the free-list head (the common case once objects have been removed): one
+    /// chunk-table entry and one slot, each addressed once.
+    #[inline(always)]
+    fn insert_free(&mut self, value: T) -> Handle<T> {
+        let index = self.free;
+        // SAFETY: free-list indices are below `fresh` <= cap, so the entry exists and the slot's
+        // fields are written; a free slot's generation is even and below u32::MAX.
+        unsafe {
+            let e = self.chunks.as_mut_ptr().add(index as usize / CHUNK_SLOTS);
+            let s = (*e).slots.as_ptr().add(index as usize % CHUNK_SLOTS);
+            self.free = addr_of!((*s).next_free).read();
+            let generation = addr_of!((*s).generation).read() + 1;
+            addr_of_mut!((*s).generation).write(generation);
+            addr_of_mut!((*s).value).cast::<T>().write(value);
+            (*e).occupied |= 1 << (index as usize % CHUNK_SLOTS);
+            self.len += 1;
+            Handle {
+                index,
+                generation: NonZeroU32::new_unchecked(generation),
+                _type: PhantomData,
+            }
         }
     }
 
@@ -414,17 +441,32 @@ impl<T> Pool<T> {
     /// Removes and returns the object `h` names. Every handle to it goes stale.
     #[inline]
     pub fn remove(&mut self, h: Handle<T>) -> Option<T> {
-        let s = self.live_slot(h)?;
-        // SAFETY: the slot is occupied (live_slot); its generation moves on below, so the value is
-        // read out exactly once. index < fresh <= cap.
-        let value = unsafe {
-            *self.occupied(h.index) &= !(1 << (h.index as usize % CHUNK_SLOTS));
+        let index = h.index;
+        if index >= self.fresh {
+            return None;
+        }
+        // SAFETY: index < fresh <= cap, so the entry exists and the slot's generation is written.
+        // A matching (odd) generation means the slot is occupied; the generation moves on below,
+        // so the value is read out exactly once.
+        unsafe {
+            let e = self.chunks.as_mut_ptr().add(index as usize / CHUNK_SLOTS);
+            let s = (*e).slots.as_ptr().add(index as usize % CHUNK_SLOTS);
+            let g = addr_of!((*s).generation).read();
+            if g != h.generation.get() {
+                return None;
+            }
+            (*e).occupied &= !(1 << (index as usize % CHUNK_SLOTS));
             let value = addr_of!((*s).value).cast::<T>().read();
-            self.release(s, h.index);
-            value
-        };
-        self.len -= 1;
-        Some(value)
+            if g == u32::MAX {
+                addr_of_mut!((*s).generation).write(RETIRED);
+            } else {
+                addr_of_mut!((*s).generation).write(g + 1);
+                addr_of_mut!((*s).next_free).write(self.free);
+                self.free = index;
+            }
+            self.len -= 1;
+            Some(value)
+        }
     }
 
     /// Moves a just-emptied slot to its next (even) generation and onto the free list, or retires
