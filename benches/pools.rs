@@ -140,6 +140,9 @@ fn round<B: Bench>() -> [f64; 5] {
     [insert, remove, get, dense, sparse]
 }
 
+/// A container's round: nanoseconds per operation, in OPS order.
+type Round = fn() -> [f64; 5];
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
@@ -148,7 +151,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let rounds = if quick { 5 } else { 41 };
-    let runners: [(&str, fn() -> [f64; 5]); 3] = [
+    let runners: [(&str, Round); 3] = [
         (
             <poolalloc::Pool<Item> as Bench>::NAME,
             round::<poolalloc::Pool<Item>>,
