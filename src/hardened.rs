@@ -203,41 +203,61 @@ static RECIP: [u64; size_class::NUM_CLASSES] = {
 /// Validates `p` as the start of a carved slot of class `class` in one of our chunks; returns its
 /// chunk and slot index or aborts naming the problem. `what` names the operation for the message.
 #[inline]
-fn slot_of(p: *mut u8, class: usize, what: &str) -> (*mut Chunk, usize) {
+fn slot_of(p: *mut u8, class: usize, what: &'static str) -> (*mut Chunk, usize) {
     if !is_ours(p) {
-        fatal(format_args!(
-            "{what} of invalid pointer {p:p}: not allocated by poolalloc (wild or foreign pointer)"
-        ));
+        invalid(what, p, class, Invalid::Foreign);
     }
     let c = chunk::of(p);
     // SAFETY: p's chunk is ours and mapped, so its header is readable; `magic`, `class` and
     // `capacity` change only while no slot of the chunk is handed out.
     let h = unsafe { &*c };
     if !h.is_live() {
-        fatal(format_args!(
-            "{what} of invalid pointer {p:p}: its chunk is not in use"
-        ));
+        invalid(what, p, class, Invalid::NotInUse);
     }
     if h.class as usize != class {
-        fatal(format_args!(
-            "size mismatch: {what} of {p:p} with a layout of the {}-byte class, but the block is in the {}-byte class",
-            slot_size(class),
-            size_class::CLASS_SIZE
-                .get(h.class as usize)
-                .copied()
-                .unwrap_or(0)
-        ));
+        invalid(what, p, class, Invalid::Mismatch(h.class as usize));
     }
     let size = slot_size(class);
     let off = p as usize - chunk::base(c) as usize;
     // SAFETY: class < NUM_CLASSES (it came from class_of).
     let idx = ((off as u64 * unsafe { *RECIP.get_unchecked(class) }) >> 40) as usize;
     if idx * size != off || p as usize >= h.carved.load(Relaxed) {
-        fatal(format_args!(
-            "{what} of invalid pointer {p:p}: not the start of a block (interior, unaligned or never-allocated pointer into {size}-byte slots)"
-        ));
+        invalid(what, p, class, Invalid::NotStart);
     }
     (c, idx)
+}
+
+/// What is wrong with a pointer given to `free` or `realloc`.
+#[derive(Clone, Copy)]
+enum Invalid {
+    Foreign,
+    NotInUse,
+    /// The block's class (from its chunk header).
+    Mismatch(usize),
+    NotStart,
+}
+
+/// Aborts naming what is wrong with `p`. Out of line, so the checks' fast path carries no
+/// formatting set-up.
+#[cold]
+#[inline(never)]
+fn invalid(what: &str, p: *mut u8, class: usize, why: Invalid) -> ! {
+    let size = slot_size(class);
+    match why {
+        Invalid::Foreign => fatal(format_args!(
+            "{what} of invalid pointer {p:p}: not allocated by poolalloc (wild or foreign pointer)"
+        )),
+        Invalid::NotInUse => fatal(format_args!(
+            "{what} of invalid pointer {p:p}: its chunk is not in use"
+        )),
+        Invalid::Mismatch(found) => fatal(format_args!(
+            "size mismatch: {what} of {p:p} with a layout of the {size}-byte class, but the block is in the {}-byte class",
+            size_class::CLASS_SIZE.get(found).copied().unwrap_or(0)
+        )),
+        Invalid::NotStart => fatal(format_args!(
+            "{what} of invalid pointer {p:p}: not the start of a block (interior, unaligned or never-allocated pointer into {size}-byte slots)"
+        )),
+    }
 }
 
 /// The slot size of class `class`, which came from `class_of` (so is in range).
@@ -263,10 +283,20 @@ pub unsafe fn poison(s: *mut u8, size: usize) {
     if size < 16 {
         return;
     }
+    // SAFETY: forwarded.
+    unsafe { poison_tagged(s, size, tag(s)) }
+}
+
+/// [`poison`] of a slot of at least 16 bytes whose tag the caller has computed.
+///
+/// # Safety
+/// As for [`poison`], and `size >= 16`.
+#[inline(always)]
+unsafe fn poison_tagged(s: *mut u8, size: usize, tag: u64) {
     let w = s.cast::<u64>();
     // SAFETY: words 1 .. min(size, 64)/8 lie inside the slot (caller); slots are 8-aligned.
     unsafe {
-        w.add(1).write(tag(s));
+        w.add(1).write(tag);
         if size >= POISON_BYTES {
             // The common case as one fixed-size store (vector moves, no loop).
             w.add(2)
@@ -342,12 +372,13 @@ pub fn on_free(p: *mut u8, class: usize) {
         }
         return;
     }
+    let t = tag(p);
     // SAFETY: p is the start of a carved slot of at least 16 bytes (slot_of).
-    if unsafe { p.cast::<u64>().add(1).read() } == tag(p) {
+    if unsafe { p.cast::<u64>().add(1).read() } == t {
         double_free(p);
     }
-    // SAFETY: the block was live and its owner has just given it up.
-    unsafe { poison(p, size) };
+    // SAFETY: the block was live and its owner has just given it up; size >= 16.
+    unsafe { poison_tagged(p, size, t) };
 }
 
 #[cold]
