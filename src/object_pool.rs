@@ -570,12 +570,7 @@ impl<T> Pool<T> {
     /// The objects and their handles, in slot order.
     pub fn iter(&self) -> Iter<'_, T> {
         Iter {
-            chunks: self.chunks.iter(),
-            slots: core::ptr::null(),
-            next_base: 0,
-            base: 0,
-            bits: 0,
-            left: self.len,
+            cursor: Cursor::new(self),
             _pool: PhantomData,
         }
     }
@@ -583,12 +578,7 @@ impl<T> Pool<T> {
     /// The objects, mutably, and their handles, in slot order.
     pub fn iter_mut(&mut self) -> IterMut<'_, T> {
         IterMut {
-            chunks: self.chunks.iter(),
-            slots: core::ptr::null_mut(),
-            next_base: 0,
-            base: 0,
-            bits: 0,
-            left: self.len,
+            cursor: Cursor::new(self),
             _pool: PhantomData,
         }
     }
@@ -616,17 +606,64 @@ impl<T> Drop for Pool<T> {
     }
 }
 
-/// Iterator over `(Handle<T>, &T)` in slot order.
-pub struct Iter<'a, T> {
+/// The walk both iterators share: the occupied slots, in slot order, through the occupancy words.
+struct Cursor<'a, T> {
     chunks: core::slice::Iter<'a, Chunk<T>>,
     /// Slots of the current chunk.
-    slots: *const Slot<T>,
+    slots: *mut Slot<T>,
     next_base: u32,
     base: u32,
-    /// Occupied slots of the current chunk not yet yielded.
+    /// Occupied slots of the current chunk not yet visited.
     bits: u64,
-    /// Objects not yet yielded: iteration stops at the last one.
+    /// Objects not yet visited: the walk stops at the last one.
     left: usize,
+}
+
+impl<'a, T> Cursor<'a, T> {
+    fn new(pool: &'a Pool<T>) -> Self {
+        Cursor {
+            chunks: pool.chunks.iter(),
+            slots: core::ptr::null_mut(),
+            next_base: 0,
+            base: 0,
+            bits: 0,
+            left: pool.len,
+        }
+    }
+
+    /// The next occupied slot and the handle to its object.
+    #[inline(always)]
+    fn next(&mut self) -> Option<(Handle<T>, *mut Slot<T>)> {
+        if self.left == 0 {
+            return None;
+        }
+        while self.bits == 0 {
+            let c = self.chunks.next()?;
+            self.bits = c.occupied;
+            self.slots = c.slots.as_ptr();
+            self.base = self.next_base;
+            self.next_base += CHUNK_SLOTS as u32;
+        }
+        let si = self.bits.trailing_zeros();
+        self.bits &= self.bits - 1;
+        self.left -= 1;
+        // SAFETY: the slot's occupancy bit was set, so it lies in the chunk and its generation is
+        // written (odd, so non-zero).
+        unsafe {
+            let s = self.slots.add(si as usize);
+            let h = Handle {
+                index: self.base + si,
+                generation: NonZeroU32::new_unchecked(addr_of!((*s).generation).read()),
+                _type: PhantomData,
+            };
+            Some((h, s))
+        }
+    }
+}
+
+/// Iterator over `(Handle<T>, &T)` in slot order.
+pub struct Iter<'a, T> {
+    cursor: Cursor<'a, T>,
     _pool: PhantomData<&'a Pool<T>>,
 }
 
@@ -634,34 +671,13 @@ impl<'a, T> Iterator for Iter<'a, T> {
     type Item = (Handle<T>, &'a T);
     #[inline]
     fn next(&mut self) -> Option<Self::Item> {
-        if self.left == 0 {
-            return None;
-        }
-        while self.bits == 0 {
-            let c = self.chunks.next()?;
-            self.bits = c.occupied;
-            self.slots = c.slots.as_ptr();
-            self.base = self.next_base;
-            self.next_base += CHUNK_SLOTS as u32;
-        }
-        let si = self.bits.trailing_zeros();
-        self.bits &= self.bits - 1;
-        self.left -= 1;
-        // SAFETY: the slot's occupancy bit was set, so its generation is written (odd, non-zero)
-        // and its value initialised.
-        unsafe {
-            let s = self.slots.add(si as usize);
-            let h = Handle {
-                index: self.base + si,
-                generation: NonZeroU32::new_unchecked(addr_of!((*s).generation).read()),
-                _type: PhantomData,
-            };
-            Some((h, (*s).value.assume_init_ref()))
-        }
+        let (h, s) = self.cursor.next()?;
+        // SAFETY: the slot is occupied, so its value is initialised; the pool is borrowed for 'a.
+        Some((h, unsafe { (*s).value.assume_init_ref() }))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        (self.left, Some(self.left))
+        (self.cursor.left, Some(self.cursor.left))
     }
 }
 
@@ -669,12 +685,7 @@ impl<T> ExactSizeIterator for Iter<'_, T> {}
 
 /// Iterator over `(Handle<T>, &mut T)` in slot order.
 pub struct IterMut<'a, T> {
-    chunks: core::slice::Iter<'a, Chunk<T>>,
-    slots: *mut Slot<T>,
-    next_base: u32,
-    base: u32,
-    bits: u64,
-    left: usize,
+    cursor: Cursor<'a, T>,
     _pool: PhantomData<&'a mut Pool<T>>,
 }
 
@@ -682,34 +693,14 @@ impl<'a, T> Iterator for IterMut<'a, T> {
     type Item = (Handle<T>, &'a mut T);
     #[inline]
     fn next(&mut self) -> Option<Self::Item> {
-        if self.left == 0 {
-            return None;
-        }
-        while self.bits == 0 {
-            let c = self.chunks.next()?;
-            self.bits = c.occupied;
-            self.slots = c.slots.as_ptr();
-            self.base = self.next_base;
-            self.next_base += CHUNK_SLOTS as u32;
-        }
-        let si = self.bits.trailing_zeros();
-        self.bits &= self.bits - 1;
-        self.left -= 1;
-        // SAFETY: occupied as in Iter; each slot is yielded once (its bit leaves `bits`), so the
-        // mutable references do not alias, and they live as long as the pool's mutable borrow.
-        unsafe {
-            let s = self.slots.add(si as usize);
-            let h = Handle {
-                index: self.base + si,
-                generation: NonZeroU32::new_unchecked(addr_of!((*s).generation).read()),
-                _type: PhantomData,
-            };
-            Some((h, (*s).value.assume_init_mut()))
-        }
+        let (h, s) = self.cursor.next()?;
+        // SAFETY: the slot is occupied, so its value is initialised; each slot is visited once, so
+        // the mutable references do not alias, and they live as long as the pool's mutable borrow.
+        Some((h, unsafe { (*s).value.assume_init_mut() }))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        (self.left, Some(self.left))
+        (self.cursor.left, Some(self.cursor.left))
     }
 }
 
