@@ -27,12 +27,6 @@ pub const CHUNK_SHIFT: usize = 18;
 pub const CHUNK_SIZE: usize = 1 << CHUNK_SHIFT;
 /// Bytes at the end of every chunk for its header.
 pub const HEADER_SIZE: usize = 128;
-/// Bytes at the end of every chunk that hold no slots: the header, and with `hardened` the bitmap of
-/// handed-out slots just below it.
-#[cfg(not(feature = "hardened"))]
-pub const TRAILER_SIZE: usize = HEADER_SIZE;
-#[cfg(feature = "hardened")]
-pub const TRAILER_SIZE: usize = HEADER_SIZE + crate::hardened::BITMAP_BYTES;
 
 /// A free slot: its first word links to the next free slot (encoded with `hardened`).
 #[repr(C)]
@@ -120,11 +114,11 @@ pub struct Chunk {
 const LIVE: usize = 0x706f_6f6c_616c_6c63; // "poolallc"
 
 const _: () = assert!(core::mem::size_of::<Chunk>() <= HEADER_SIZE);
-const _: () = assert!(size_class::MAX_SMALL * 7 <= CHUNK_SIZE - TRAILER_SIZE);
+const _: () = assert!(size_class::MAX_SMALL * 7 <= CHUNK_SIZE - HEADER_SIZE);
 
 /// Slots of class `c` in one chunk.
 pub const fn capacity_of(c: usize) -> usize {
-    (CHUNK_SIZE - TRAILER_SIZE) / size_class::CLASS_SIZE[c]
+    (CHUNK_SIZE - HEADER_SIZE) / size_class::CLASS_SIZE[c]
 }
 
 /// The header of the chunk that holds address `p`.

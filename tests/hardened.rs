@@ -204,3 +204,52 @@ fn correct_use_passes_every_check() {
         unsafe { P.dealloc(p as *mut u8, l(s)) };
     }
 }
+
+/// An 8-byte block's state is read from its only word (free while it decodes to a free-list link):
+/// blocks freed without being written, or holding the values programs store most, must not be taken
+/// for freed ones.
+#[test]
+fn eight_byte_blocks_with_common_contents_are_live() {
+    let values = [
+        None,
+        Some(0u64),
+        Some(1),
+        Some(u64::MAX),
+        Some(0x1000),
+        Some(8),
+    ];
+    for round in 0..200 {
+        let blocks: Vec<*mut u8> = (0..64)
+            // SAFETY: a valid small layout.
+            .map(|_| unsafe { P.alloc(Layout::new::<u64>()) })
+            .collect();
+        for (i, &p) in blocks.iter().enumerate() {
+            assert!(!p.is_null());
+            let v = values[(i + round) % values.len()];
+            // SAFETY: p is a live 8-byte block.
+            unsafe {
+                if let Some(v) = v {
+                    p.cast::<u64>().write(v);
+                }
+                // Its neighbour's address, as a linked structure would store it.
+                if i % 7 == 6 {
+                    p.cast::<*mut u8>().write(blocks[i - 1]);
+                }
+            }
+        }
+        for (i, &p) in blocks.iter().enumerate() {
+            // SAFETY: each block is live and freed once; realloc in place keeps it in its class.
+            unsafe {
+                let p = if i % 3 == 0 {
+                    P.realloc(p, Layout::new::<u64>(), 7)
+                } else {
+                    p
+                };
+                P.dealloc(
+                    p,
+                    Layout::from_size_align(if i % 3 == 0 { 7 } else { 8 }, 8).unwrap(),
+                );
+            }
+        }
+    }
+}
