@@ -1,0 +1,39 @@
+#!/usr/bin/env python3
+"""A/B timing of poolalloc builds on the report's workloads, side by side.
+
+usage: python3 benches/ab.py NAME=TARGET_DIR[,NAME=TARGET_DIR...] ROUNDS SCALE [workload,...]
+
+Each TARGET_DIR holds a report binary built with
+`cargo build --profile bench --bench report [--features hardened] --target-dir TARGET_DIR`
+(from this tree or a patched copy). Every workload's poolalloc child is run once per build per
+round, the order rotated; the table gives medians and each build's time over the first one's,
+with the geometric mean. See benches/results/experiments.md.
+"""
+import subprocess, sys, os, statistics, math, glob
+bins = {}
+for v in sys.argv[1].split(','):
+    name, d = v.split('=')
+    bins[name] = [b for b in glob.glob(d + '/release/deps/report-*') if not b.endswith('.d')][0]
+rounds = int(sys.argv[2]); scale = sys.argv[3]
+wls = ["larson","xmalloc-test","cache-scratch","glibc-simple","alloc-test","mstress","sh6bench","rust-collections","frag-fill-free90","frag-long-short","frag-drift","frag-free-all"]
+if len(sys.argv) > 4: wls = sys.argv[4].split(',')
+names = list(bins)
+res = {w: {n: [] for n in names} for w in wls}
+for r in range(rounds):
+    for wi, w in enumerate(wls):
+        for k in range(len(names)):
+            n = names[(k + r + wi) % len(names)]
+            env = dict(os.environ, POOLALLOC_WORKLOAD=w, POOLALLOC_BENCH_ALLOC="poolalloc", POOLALLOC_THREADS="2", POOLALLOC_SCALE=scale)
+            out = subprocess.run([bins[n]], env=env, capture_output=True, text=True).stdout
+            line = [l for l in out.splitlines() if l.startswith("RESULT")][0]
+            secs = float(line.split()[1].split('=')[1])
+            res[w][n].append(secs)
+    print("round", r + 1, "done", file=sys.stderr)
+base = names[0]
+print("| workload | " + " | ".join(f"{n} s" for n in names) + " | " + " | ".join(f"{n}/{base}" for n in names[1:]) + " |")
+logs = {n: [] for n in names[1:]}
+for w in wls:
+    m = {n: statistics.median(res[w][n]) for n in names}
+    for n in names[1:]: logs[n].append(math.log(m[n] / m[base]))
+    print(f"| {w} | " + " | ".join(f"{m[n]:.3f}" for n in names) + " | " + " | ".join(f"{m[n]/m[base]:.2f}" for n in names[1:]) + " |")
+print("| geomean | " + " | ".join("" for n in names) + " | " + " | ".join(f"{math.exp(sum(logs[n])/len(logs[n])):.3f}" for n in names[1:]) + " |")
