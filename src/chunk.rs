@@ -1,32 +1,69 @@
-//! A chunk: a [`CHUNK_SIZE`]-aligned region of equal slots of one size class, with its header in the
-//! last [`HEADER_SIZE`] bytes. Also where chunks come from (the chunk source) and where they go.
+//! A chunk: a [`CHUNK_SIZE`]-aligned region of equal slots of one size class, owned by one thread's
+//! heap at a time, with its header in the last [`HEADER_SIZE`] bytes.
 //!
 //! ```text
-//!  chunk base (aligned to 256 KiB)                                     base + CHUNK_SIZE
-//!  | slot 0 | slot 1 | … | slot k-1 | never used …   | (unused tail) | header |
+//!  chunk base (aligned to 256 KiB)                                      base + CHUNK_SIZE
+//!  | slot 0 | slot 1 | … | slot k-1 | never carved …  | (unused tail) | header |
 //!                                   ^ bump           ^ end
 //! ```
 //!
-//! A slot's chunk is found from its address by masking (`of`), never by searching. Slots are handed
-//! out first from the chunk's free list (slots returned to it), then by bumping into the never-used
-//! part, a batch at a time: untouched pages stay out of RSS until a slot on them is handed out (the
-//! lazy free-list extension of DESIGN.md; our batches are at most 32 KiB).
+//! A slot's chunk is found from its address by masking ([`of`]), never by searching.
 //!
-//! All header fields are guarded by the lock of the pool of the chunk's class; only that pool (and
-//! the chunk source, for chunks no pool holds) touches them.
+//! # Lists and counts (the invariants)
+//!
+//! Every slot in `[base, bump)` is in exactly one of these places:
+//! - on `free`: the owner pops from it (no lock, no atomic);
+//! - on `local_free`: the owner pushes its own frees here; the slow path moves the whole list to
+//!   `free` when `free` runs dry (so the owner visits its slow path, and collects remote frees,
+//!   regularly);
+//! - on `remote`: frees by other threads, pushed with one CAS; the owner takes the whole list with
+//!   one swap;
+//! - handed out (live).
+//!
+//! `used` = slots handed out + slots on `remote` (a remote free is counted when it is collected).
+//! So `used == 0` means every carved slot is on `free` or `local_free`: the chunk is empty.
+//!
+//! Slots in `[bump, end)` were never handed out; they are carved onto `free` a page at a time
+//! (`extend`, the Om `object_pool::enlarge()`), so untouched pages stay out of RSS.
+//!
+//! # Who touches what
+//!
+//! The owner (the heap in `owner`, on its thread) reads and writes every field but `remote`
+//! without synchronisation. Other threads read `owner`, `class` and (hardened) `carved`/`magic`,
+//! and push onto `remote`. A chunk with no owner (abandoned, or held by the chunk source) is
+//! touched only under the lock of the list that holds it.
+//!
+//! The low bit of `remote` is [`FULL`]: the owner set it when it moved the chunk to its heap's
+//! list of full chunks (only while `remote` was empty). The remote free that clears it tells the
+//! owner's heap, so the chunk becomes findable again.
+//!
+//! # Chunk size
+//!
+//! 256 KiB: big enough for 7 slots of the largest class (32 KiB) with little tail waste, small
+//! enough that a chunk of a busy class empties (and goes back to the OS) in reasonable time.
+//! Thread ownership multiplies chunks by threads, but what a chunk costs in RSS is only the pages
+//! carved so far plus the header page: a thread that touches a class costs 8 KiB of RSS (one page
+//! of slots, one of header), whatever the chunk size. The chunk size sets the address space per
+//! (thread, class) and the granularity at which memory returns to the OS. mimalloc's 64 KiB pages
+//! would give the 32 KiB class one slot per chunk (50% waste) or need a second chunk size.
 
-use crate::lock::Lock;
-use crate::os;
+use crate::link;
 use crate::size_class;
 use core::ptr;
+use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 /// log2 of [`CHUNK_SIZE`].
 pub const CHUNK_SHIFT: usize = 18;
-/// Size and alignment of every chunk: 256 KiB. Big enough for 7 slots of the largest class, small
-/// enough that a chunk of a small class empties (and returns to the OS) in a reasonable time.
+/// Size and alignment of every chunk: 256 KiB (see the module docs).
 pub const CHUNK_SIZE: usize = 1 << CHUNK_SHIFT;
 /// Bytes at the end of every chunk for its header.
 pub const HEADER_SIZE: usize = 128;
+/// Bytes of never-used slots carved onto the free list at a time (at least one slot).
+const EXTEND_BYTES: usize = 4096;
+
+/// The flag bit of [`Chunk::remote`]: the chunk is on its owner's full list and the owner has not
+/// been told of a remote free since.
+pub const FULL: usize = 1;
 
 /// A free slot: its first word links to the next free slot (encoded with `hardened`).
 #[repr(C)]
@@ -42,15 +79,7 @@ impl FreeSlot {
     #[inline(always)]
     pub unsafe fn next(s: *mut FreeSlot) -> *mut FreeSlot {
         // SAFETY: s is a free slot, at least a word long and pointer-aligned (caller).
-        let raw = unsafe { (*s).link };
-        #[cfg(feature = "hardened")]
-        {
-            let n = crate::hardened::decode(raw);
-            crate::hardened::check_link(s, n);
-            n
-        }
-        #[cfg(not(feature = "hardened"))]
-        raw
+        link::decode(unsafe { (*s).link })
     }
 
     /// Links free slot `s` to `next`.
@@ -59,61 +88,56 @@ impl FreeSlot {
     /// `s` must be a free slot nobody else uses.
     #[inline(always)]
     pub unsafe fn set_next(s: *mut FreeSlot, next: *mut FreeSlot) {
-        #[cfg(feature = "hardened")]
-        let next = crate::hardened::encode(next);
         // SAFETY: s is a free slot, at least a word long and pointer-aligned (caller).
-        unsafe { s.write(FreeSlot { link: next }) }
+        unsafe {
+            s.write(FreeSlot {
+                link: link::encode(next),
+            })
+        }
     }
 }
 
-/// Which list of its pool a chunk is on.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-#[repr(u8)]
-pub enum ListKind {
-    /// Every slot is handed out: on no list (the pool finds it again through a freed slot's address).
-    Full,
-    /// Has slots to hand out and at least one slot handed out: on the pool's partial list.
-    Partial,
-    /// No slot handed out: on the pool's list of retained empty chunks.
-    Empty,
-}
-
-/// The header of a chunk.
+/// The header of a chunk. The first cache line is the owner's; the second holds `remote`, which
+/// other threads write, and fields the fast paths do not touch.
 #[repr(C)]
 pub struct Chunk {
-    /// Slots returned to this chunk and not handed out since. Every one lies in `[base, bump)`.
-    free: *mut FreeSlot,
-    /// The first never-used slot; `bump == end` once every slot has been handed out once.
-    bump: *mut u8,
-    /// One past the last slot: `base + capacity·slot_size`.
-    end: *mut u8,
-    /// Links of the pool's partial list (`list == Partial`) or empty list (`next` only).
-    pub prev: *mut Chunk,
-    pub next: *mut Chunk,
-    /// Slots handed out (live, or cached by a thread). `used == 0` iff every slot is free.
+    /// Free slots the owner hands out next.
+    pub free: *mut FreeSlot,
+    /// Free slots the owner returned since `free` was last refilled.
+    pub local_free: *mut FreeSlot,
+    /// The owning heap (opaque here), or null while no heap owns the chunk.
+    pub owner: AtomicPtr<u8>,
+    /// The first never-carved slot, and one past the last slot.
+    pub bump: *mut u8,
+    pub end: *mut u8,
+    /// Slots handed out plus slots on `remote` (see the module docs).
     pub used: u32,
-    /// Number of slots: `(CHUNK_SIZE - HEADER_SIZE) / slot_size`.
-    pub capacity: u32,
     /// Size class of every slot.
     pub class: u32,
-    /// Which pool list holds the chunk.
-    pub list: ListKind,
-    /// The never-used part `[bump, end)` is known to hold zeros (the chunk came fresh from the OS).
-    pub bump_zeroed: bool,
-    /// When the chunk last became empty (`pool::now_ms`), while it is on its pool's empty list.
+    /// On the owner's list of full chunks.
+    pub in_full: bool,
+    _pad: [u8; 64 - 49],
+    /// Frees by other threads (a list of slots, linked like `free`), with the [`FULL`] bit.
+    pub remote: AtomicUsize,
+    /// `bump`, published for the `hardened` checks, which run on any thread: every slot below it
+    /// has been carved, every slot at or above it never was.
+    pub carved: AtomicUsize,
+    /// Links of the list that holds the chunk (a heap's, or the chunk source's).
+    pub prev: *mut Chunk,
+    pub next: *mut Chunk,
+    /// [`LIVE`] while the chunk holds slots of its class; zero once released.
+    pub magic: usize,
+    /// Number of slots: `(CHUNK_SIZE - HEADER_SIZE) / slot_size`.
+    pub capacity: u32,
+    /// When the chunk last became empty (`source::now_ms`), while the source holds it.
     pub emptied_at: u32,
-    /// [`LIVE`] while a pool holds the chunk; zero once it is released (purging zeroes it).
-    magic: usize,
-    /// `bump`, published for the checks of `hardened`, which run without the pool lock: every slot
-    /// below it has been carved (its free-slot tag written), every slot at or above it never was.
-    #[cfg(feature = "hardened")]
-    pub carved: core::sync::atomic::AtomicUsize,
 }
 
-/// The header magic of a chunk held by a pool.
-const LIVE: usize = 0x706f_6f6c_616c_6c63; // "poolallc"
+/// The header magic of a chunk in use.
+pub const LIVE: usize = 0x706f_6f6c_616c_6c63; // "poolallc"
 
 const _: () = assert!(core::mem::size_of::<Chunk>() <= HEADER_SIZE);
+const _: () = assert!(core::mem::offset_of!(Chunk, remote) == 64);
 const _: () = assert!(size_class::MAX_SMALL * 7 <= CHUNK_SIZE - HEADER_SIZE);
 
 /// Slots of class `c` in one chunk.
@@ -135,300 +159,227 @@ pub fn base(c: *mut Chunk) -> *mut u8 {
     c.cast::<u8>().map_addr(|a| a & !(CHUNK_SIZE - 1))
 }
 
-/// A chain of free slots linked through their first word.
-#[derive(Clone, Copy, Debug)]
-pub struct Chain {
-    pub head: *mut FreeSlot,
-    pub count: u32,
+/// A stand-in header with nothing to hand out: an empty heap's classes point here, so the fast
+/// path needs no null check (it finds `free` null and takes the slow path). Never written.
+#[repr(C, align(64))]
+pub struct Dummy([usize; HEADER_SIZE / 8]);
+pub static DUMMY: Dummy = Dummy([0; HEADER_SIZE / 8]);
+
+/// The dummy header as a chunk pointer (only its null `free` is ever read).
+#[inline(always)]
+pub const fn dummy() -> *mut Chunk {
+    (&raw const DUMMY).cast_mut().cast()
 }
 
-impl Chain {
-    pub const EMPTY: Chain = Chain {
-        head: ptr::null_mut(),
-        count: 0,
-    };
+/// Writes a fresh header for class `class` into the chunk at `base`: no slot carved, no owner.
+///
+/// # Safety
+/// `base` must be [`CHUNK_SIZE`]-aligned, valid for reads and writes of `CHUNK_SIZE` bytes, and
+/// hold no slot anyone uses; no other thread may read the header until the chunk is published.
+pub unsafe fn init(base: *mut u8, class: usize) -> *mut Chunk {
+    debug_assert_eq!(base as usize % CHUNK_SIZE, 0);
+    let cap = capacity_of(class);
+    let c = of(base);
+    // SAFETY: the header lies inside the chunk, which the caller gives us exclusively; its address
+    // is 64-aligned (CHUNK_SIZE - HEADER_SIZE is a multiple of 64).
+    unsafe {
+        c.write(Chunk {
+            free: ptr::null_mut(),
+            local_free: ptr::null_mut(),
+            owner: AtomicPtr::new(ptr::null_mut()),
+            bump: base,
+            end: base.add(cap * size_class::CLASS_SIZE[class]),
+            used: 0,
+            class: class as u32,
+            in_full: false,
+            _pad: [0; 64 - 49],
+            remote: AtomicUsize::new(0),
+            carved: AtomicUsize::new(base as usize),
+            prev: ptr::null_mut(),
+            next: ptr::null_mut(),
+            magic: LIVE,
+            capacity: cap as u32,
+            emptied_at: 0,
+        });
+    }
+    c
 }
 
-impl Chunk {
-    /// Writes a fresh header for class `class` into the chunk at `base`: no slot handed out.
-    ///
-    /// # Safety
-    /// `base` must be [`CHUNK_SIZE`]-aligned, valid for reads and writes of `CHUNK_SIZE` bytes, and
-    /// hold no slot anyone uses. `zeroed` may be true only if the whole slot area reads as zero.
-    pub unsafe fn init(base: *mut u8, class: usize, zeroed: bool) -> *mut Chunk {
-        debug_assert_eq!(base as usize % CHUNK_SIZE, 0);
-        let cap = capacity_of(class);
-        let c = of(base);
-        // SAFETY: the header lies inside the chunk, which the caller gives us exclusively; its
-        // address is aligned for Chunk (CHUNK_SIZE - HEADER_SIZE is a multiple of 64... and of 8).
-        unsafe {
-            c.write(Chunk {
-                free: ptr::null_mut(),
-                bump: base,
-                end: base.add(cap * size_class::CLASS_SIZE[class]),
-                prev: ptr::null_mut(),
-                next: ptr::null_mut(),
-                used: 0,
-                capacity: cap as u32,
-                class: class as u32,
-                list: ListKind::Empty,
-                bump_zeroed: zeroed,
-                emptied_at: 0,
-                magic: LIVE,
-                #[cfg(feature = "hardened")]
-                carved: core::sync::atomic::AtomicUsize::new(base as usize),
-            });
+/// Carves up to a page of never-used slots onto `free`, linking slot i to slot i+1 and the last
+/// to the old `free`. Returns how many.
+///
+/// # Safety
+/// `c` must be a live header the caller owns (see the module docs).
+pub unsafe fn extend(c: *mut Chunk) -> u32 {
+    // SAFETY: the caller owns the header.
+    unsafe {
+        let size = size_class::CLASS_SIZE[(*c).class as usize];
+        let left = ((*c).end as usize - (*c).bump as usize) / size;
+        let k = (EXTEND_BYTES / size).max(1).min(left);
+        if k == 0 {
+            return 0;
         }
-        c
-    }
-
-    /// True while a pool holds this chunk.
-    #[cfg(feature = "hardened")]
-    #[inline]
-    pub fn is_live(&self) -> bool {
-        self.magic == LIVE
-    }
-
-    /// True when the chunk has no slot left to hand out.
-    #[inline]
-    pub fn is_exhausted(&self) -> bool {
-        self.free.is_null() && self.bump == self.end
-    }
-
-    /// Moves about `want` slots from this chunk onto the front of `out`: first from the free list,
-    /// then from the never-used part (threading their links, the Om `enlarge()` pattern). Returns how
-    /// many moved: at most `want`, or at most `2·want` when `out` was empty and the whole free list
-    /// fits in that (it is then handed over without walking it).
-    ///
-    /// # Safety
-    /// `self` must be a live chunk header and the caller must hold its pool's lock.
-    pub unsafe fn take(&mut self, want: u32, out: &mut Chain) -> u32 {
-        let mut n = 0;
-        let size = size_class::CLASS_SIZE[self.class as usize];
-        // Slots on the free list: those carved from the never-used part, less those handed out.
-        let carved =
-            (self.bump as usize - base(self as *const Chunk as *mut Chunk) as usize) / size;
-        let free_len = carved as u32 - self.used;
-        if out.head.is_null() && free_len > 0 && free_len <= want.saturating_mul(2) {
-            // The whole free list, with no walk: splitting it means one cache miss per slot on
-            // links nobody has touched lately, the cost that dominated refills of bulk phases.
-            out.head = self.free;
-            self.free = ptr::null_mut();
-            n = free_len;
-        } else if !self.free.is_null() && want > 0 {
-            let first = self.free;
-            let mut last = first;
-            n = 1;
-            // SAFETY: every slot on the free list is a free slot of this chunk whose first word is a
-            // valid link (invariant of `free`).
-            unsafe {
-                let mut after = FreeSlot::next(last);
-                while n < want && !after.is_null() {
-                    last = after;
-                    after = FreeSlot::next(last);
-                    n += 1;
-                }
-                self.free = after;
-                FreeSlot::set_next(last, out.head);
+        let first = (*c).bump;
+        // [first, first + k·size) lies inside the slot area and holds no handed-out slot; every
+        // slot start is 8-aligned (sizes are multiples of 8).
+        let mut s = first.add((k - 1) * size);
+        let mut next = (*c).free;
+        loop {
+            link::mark_free(s, size);
+            FreeSlot::set_next(s.cast(), next);
+            if s == first {
+                break;
             }
-            out.head = first;
+            next = s.cast();
+            s = s.sub(size);
         }
-        // Then extend from the never-used part.
-        let left = (self.end as usize - self.bump as usize) / size;
-        let k = want.saturating_sub(n).min(left as u32) as usize;
-        if k > 0 {
-            // Link slot i to slot i+1, the last one to the chain so far.
-            let first = self.bump;
-            // SAFETY: [bump, bump + k·size) lies inside the slot area of this chunk and holds no
-            // handed-out slot; every slot start is aligned for a pointer (sizes are multiples of 8).
-            unsafe {
-                let mut s = first.add((k - 1) * size);
-                let mut next = out.head;
-                loop {
-                    #[cfg(feature = "hardened")]
-                    crate::hardened::poison(s, size);
-                    FreeSlot::set_next(s.cast(), next);
-                    if s == first {
-                        break;
-                    }
-                    next = s.cast();
-                    s = s.sub(size);
-                }
-                self.bump = first.add(k * size);
-                #[cfg(feature = "hardened")]
-                self.carved
-                    .store(self.bump as usize, core::sync::atomic::Ordering::Relaxed);
+        (*c).free = first.cast();
+        (*c).bump = first.add(k * size);
+        if link::HARDENED {
+            (*c).carved.store((*c).bump as usize, Ordering::Release);
+        }
+        k as u32
+    }
+}
+
+/// Takes the remote-free list (clearing [`FULL`]) and puts its slots on `free`. Returns how many.
+///
+/// # Safety
+/// `c` must be a live header the caller owns.
+pub unsafe fn collect_remote(c: *mut Chunk) -> u32 {
+    // SAFETY: the caller owns the header; `remote` is only ever swapped whole by the owner.
+    unsafe {
+        if (*c).remote.load(Ordering::Relaxed) == 0 {
+            return 0;
+        }
+        // Acquire: the links the freers wrote before their release CAS are visible.
+        let head = ((*c).remote.swap(0, Ordering::Acquire) & !FULL) as *mut FreeSlot;
+        if head.is_null() {
+            return 0;
+        }
+        let mut tail = head;
+        let mut n = 1;
+        loop {
+            let next = FreeSlot::next(tail);
+            if next.is_null() {
+                break;
             }
-            out.head = first.cast();
-            n += k as u32;
-        }
-        self.used += n;
-        out.count += n;
-        n
-    }
-
-    /// Returns slot `s` to this chunk's free list.
-    ///
-    /// # Safety
-    /// `s` must be a handed-out slot of this chunk, not used by anyone afterwards, and the caller
-    /// must hold the pool's lock.
-    #[inline]
-    pub unsafe fn put(&mut self, s: *mut FreeSlot) {
-        debug_assert!(self.used > 0);
-        debug_assert!(self.owns_slot(s.cast()));
-        // SAFETY: s is a slot of this chunk (caller) and at least a word long.
-        unsafe { FreeSlot::set_next(s, self.free) };
-        self.free = s;
-        self.used -= 1;
-    }
-
-    /// True when `p` is the start of a slot of this chunk that was handed out at least once.
-    pub fn owns_slot(&self, p: *mut u8) -> bool {
-        let base = base(self as *const Chunk as *mut Chunk) as usize;
-        let size = size_class::CLASS_SIZE[self.class as usize];
-        let a = p as usize;
-        a >= base && a < self.bump as usize && (a - base) % size == 0
-    }
-
-    /// Number of slots on the free list (walks it: for checks only).
-    #[cfg(test)]
-    pub fn free_list_len(&self) -> usize {
-        let mut n = 0;
-        let mut s = self.free;
-        while !s.is_null() {
+            tail = next;
             n += 1;
-            // SAFETY: invariant of `free`.
-            s = unsafe { FreeSlot::next(s) };
         }
+        FreeSlot::set_next(tail, (*c).free);
+        (*c).free = head;
+        (*c).used -= n;
         n
     }
+}
 
-    /// Checks the header's invariants (tests).
-    #[cfg(test)]
-    pub fn check(&self) {
-        let size = size_class::CLASS_SIZE[self.class as usize];
-        let base = base(self as *const Chunk as *mut Chunk) as usize;
-        let bumped = (self.bump as usize - base) / size;
-        assert!(self.bump <= self.end);
-        assert_eq!(self.capacity as usize, capacity_of(self.class as usize));
+/// Moves `local_free` onto `free` (which must be empty).
+///
+/// # Safety
+/// `c` must be a live header the caller owns.
+#[inline]
+pub unsafe fn take_local(c: *mut Chunk) -> bool {
+    // SAFETY: the caller owns the header.
+    unsafe {
+        debug_assert!((*c).free.is_null());
+        if (*c).local_free.is_null() {
+            return false;
+        }
+        (*c).free = (*c).local_free;
+        (*c).local_free = ptr::null_mut();
+        true
+    }
+}
+
+/// Pushes slot `s` onto the remote-free list of its chunk `c` (a free by a thread that does not
+/// own `c`). Returns true when this free cleared [`FULL`]: the caller must tell the owner.
+///
+/// # Safety
+/// `s` must be a handed-out slot of `c` that nobody uses any more.
+#[inline]
+pub unsafe fn push_remote(c: *mut Chunk, s: *mut FreeSlot) -> bool {
+    // SAFETY: c is a live header (its slot s is handed out); `remote` is an atomic any thread may
+    // push onto; s is ours to write until the CAS publishes it.
+    unsafe {
+        let remote = &(*c).remote;
+        let mut old = remote.load(Ordering::Relaxed);
+        loop {
+            FreeSlot::set_next(s, (old & !FULL) as *mut FreeSlot);
+            // Release: the link written above is visible to the owner's acquire swap.
+            match remote.compare_exchange_weak(
+                old,
+                s as usize,
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return old & FULL != 0,
+                Err(now) => old = now,
+            }
+        }
+    }
+}
+
+/// Marks a chunk that has nothing left to hand out as full. Fails (returns false) when remote
+/// frees are waiting: the caller collects them instead.
+///
+/// # Safety
+/// `c` must be a live header the caller owns.
+pub unsafe fn try_mark_full(c: *mut Chunk) -> bool {
+    // SAFETY: the caller owns the header.
+    unsafe {
+        (*c).remote
+            .compare_exchange(0, FULL, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+    }
+}
+
+/// True when the chunk has no slot to hand out without collecting: `free` empty and nothing left
+/// to carve.
+///
+/// # Safety
+/// `c` must be a live header the caller owns.
+#[cfg(test)]
+pub unsafe fn is_exhausted(c: *mut Chunk) -> bool {
+    // SAFETY: the caller owns the header.
+    unsafe { (*c).free.is_null() && (*c).local_free.is_null() && (*c).bump == (*c).end }
+}
+
+/// Number of slots on a list (walks it: for checks only).
+///
+/// # Safety
+/// `s` must head a list of free slots.
+#[cfg(test)]
+pub unsafe fn list_len(mut s: *mut FreeSlot) -> usize {
+    let mut n = 0;
+    while !s.is_null() {
+        n += 1;
+        // SAFETY: s is on the list (caller).
+        s = unsafe { FreeSlot::next(s) };
+    }
+    n
+}
+
+/// Checks the header's invariants (tests): every carved slot is free or counted in `used`.
+///
+/// # Safety
+/// `c` must be a live header the caller owns, with no remote free in flight.
+#[cfg(test)]
+pub unsafe fn check(c: *mut Chunk) {
+    // SAFETY: the caller owns the header.
+    unsafe {
+        let size = size_class::CLASS_SIZE[(*c).class as usize];
+        let carved = ((*c).bump as usize - base(c) as usize) / size;
+        assert!((*c).bump <= (*c).end);
+        assert_eq!((*c).capacity as usize, capacity_of((*c).class as usize));
+        let remote = ((*c).remote.load(Ordering::Acquire) & !FULL) as *mut FreeSlot;
         assert_eq!(
-            self.free_list_len() + self.used as usize,
-            bumped,
+            list_len((*c).free) + list_len((*c).local_free) + (*c).used as usize,
+            carved,
             "slots lost or doubled"
         );
+        assert!(list_len(remote) <= (*c).used as usize);
     }
-}
-
-// ---------------------------------------------------------------------------------------------------
-// The chunk source: chunks are carved from 4 MiB regions mapped at once (one mmap per 16 chunks); a
-// released chunk is purged (its pages go back to the OS) and kept, mapped but not resident, for the
-// next request. Only above SPARE_MAX spare chunks is address space unmapped.
-
-/// Chunks mapped together in one region.
-const REGION_CHUNKS: usize = 16;
-/// Purged chunks kept mapped for reuse.
-const SPARE_MAX: usize = 1024;
-
-struct Source {
-    /// Next unused chunk of the current region, and how many are left there.
-    cur: *mut u8,
-    left: usize,
-    /// Purged chunks ready for reuse (`spare[..nspare]`).
-    spare: [*mut u8; SPARE_MAX],
-    nspare: usize,
-    /// Chunks handed to pools and not released.
-    in_use: usize,
-}
-
-// SAFETY: the raw pointers name OS mappings owned by the source; access is serialised by the lock.
-unsafe impl Send for Source {}
-
-static SOURCE: Lock<Source> = Lock::new(Source {
-    cur: ptr::null_mut(),
-    left: 0,
-    spare: [ptr::null_mut(); SPARE_MAX],
-    nspare: 0,
-    in_use: 0,
-});
-
-/// A zeroed chunk for a pool, or null when the OS has no memory.
-pub fn acquire() -> *mut u8 {
-    crate::pool::install_fork_handlers();
-    #[cfg(feature = "hardened")]
-    crate::hardened::init();
-    let mut s = SOURCE.lock();
-    let p = if s.nspare > 0 {
-        s.nspare -= 1;
-        s.spare[s.nspare]
-    } else {
-        if s.left == 0 {
-            let r = os::map_aligned(REGION_CHUNKS * CHUNK_SIZE, CHUNK_SIZE);
-            if r.is_null() {
-                // Fall back to a single chunk: the OS may have room for less.
-                drop(s);
-                let one = os::map_aligned(CHUNK_SIZE, CHUNK_SIZE);
-                if !one.is_null() {
-                    let mut s = SOURCE.lock();
-                    #[cfg(feature = "hardened")]
-                    crate::hardened::register_chunks(one, CHUNK_SIZE);
-                    s.in_use += 1;
-                }
-                return one;
-            }
-            #[cfg(feature = "hardened")]
-            crate::hardened::register_chunks(r, REGION_CHUNKS * CHUNK_SIZE);
-            s.cur = r;
-            s.left = REGION_CHUNKS;
-        }
-        let p = s.cur;
-        s.left -= 1;
-        // SAFETY: p + CHUNK_SIZE stays within (or one past) the current region.
-        s.cur = unsafe { p.add(CHUNK_SIZE) };
-        p
-    };
-    s.in_use += 1;
-    p
-}
-
-/// Gives a chunk back: its pages return to the OS at once.
-///
-/// # Safety
-/// `base` must come from [`acquire`] and hold nothing anyone uses.
-pub unsafe fn release(base: *mut u8) {
-    // SAFETY: the chunk is ours and unused (caller); purging zeroes it.
-    unsafe { os::purge(base, CHUNK_SIZE) };
-    let mut s = SOURCE.lock();
-    s.in_use -= 1;
-    if s.nspare < SPARE_MAX {
-        let n = s.nspare;
-        s.spare[n] = base;
-        s.nspare += 1;
-    } else {
-        drop(s);
-        // SAFETY: as above; the chunk is a whole, CHUNK_SIZE-aligned part of a mapping of ours. (With
-        // `hardened` its bit in the chunk map stays set; its header reads as not live, or faults.)
-        unsafe { os::unmap(base, CHUNK_SIZE) };
-    }
-}
-
-/// Chunks held by pools right now.
-#[cfg(test)]
-pub fn chunks_in_use() -> usize {
-    SOURCE.lock().in_use
-}
-
-/// Takes the source's lock for `fork` (see `pool::install_fork_handlers`).
-pub(crate) fn lock_for_fork() {
-    core::mem::forget(SOURCE.lock());
-}
-
-/// Releases the lock taken by [`lock_for_fork`].
-///
-/// # Safety
-/// Only after [`lock_for_fork`], in the same (or the forked) process, by the thread that took it.
-pub(crate) unsafe fn unlock_after_fork() {
-    // SAFETY: the lock is held by lock_for_fork and its guard was forgotten.
-    unsafe { SOURCE.force_unlock() };
 }
 
 #[cfg(test)]
@@ -441,17 +392,28 @@ mod tests {
         // SAFETY: l has non-zero size.
         let p = unsafe { alloc_zeroed(l) };
         assert!(!p.is_null());
-        // Hardened link checks accept only chunks the allocator knows, as the chunk source's are.
-        #[cfg(feature = "hardened")]
-        crate::hardened::register_chunks(p, CHUNK_SIZE);
+        link::init();
         (p, l)
+    }
+
+    /// Pops one slot the way the heap's fast path does.
+    unsafe fn pop(c: *mut Chunk) -> *mut FreeSlot {
+        // SAFETY: the test owns c.
+        unsafe {
+            let p = (*c).free;
+            if !p.is_null() {
+                (*c).free = FreeSlot::next(p);
+                (*c).used += 1;
+            }
+            p
+        }
     }
 
     #[test]
     fn header_is_found_from_every_slot() {
         let (p, l) = region();
         // SAFETY: p is a CHUNK_SIZE-aligned, zeroed, exclusively owned region.
-        let c = unsafe { Chunk::init(p, 5, true) };
+        let c = unsafe { init(p, 5) };
         let size = size_class::CLASS_SIZE[5];
         for i in [0, 1, 17, capacity_of(5) - 1] {
             // SAFETY: in bounds of the region.
@@ -464,8 +426,7 @@ mod tests {
     }
 
     #[test]
-    fn the_free_list_gives_each_slot_exactly_once() {
-        // Small and large classes; Miri runs the same code on fewer classes.
+    fn every_slot_is_handed_out_once_through_all_three_lists() {
         let classes: &[usize] = if cfg!(miri) {
             &[28, 43]
         } else {
@@ -473,55 +434,104 @@ mod tests {
         };
         for &class in classes {
             let (p, l) = region();
-            // SAFETY: as above.
-            let c = unsafe { &mut *Chunk::init(p, class, true) };
-            let cap = c.capacity;
-            let mut seen = std::collections::HashSet::new();
-            let mut chain = Chain::EMPTY;
-            // Take everything in uneven batches.
+            // SAFETY: as above; this test owns the chunk.
+            unsafe {
+                let c = init(p, class);
+                let cap = (*c).capacity as usize;
+                let mut seen = std::collections::HashSet::new();
+                let mut out = Vec::new();
+                loop {
+                    let s = pop(c);
+                    if !s.is_null() {
+                        assert!(seen.insert(s as usize), "slot handed out twice");
+                        out.push(s);
+                        continue;
+                    }
+                    if extend(c) == 0 {
+                        break;
+                    }
+                }
+                assert_eq!(out.len(), cap);
+                assert!(is_exhausted(c));
+                check(c);
+                assert!(try_mark_full(c));
+                // A third back locally, a third remotely (the first remote free clears FULL).
+                for (i, &s) in out.iter().enumerate() {
+                    match i % 3 {
+                        0 => {
+                            FreeSlot::set_next(s, (*c).local_free);
+                            (*c).local_free = s;
+                            (*c).used -= 1;
+                        }
+                        1 => assert_eq!(push_remote(c, s), i == 1, "FULL cleared once"),
+                        _ => {}
+                    }
+                }
+                check(c);
+                let back_local = cap.div_ceil(3);
+                let back_remote = (cap + 1) / 3;
+                assert!(take_local(c));
+                assert_eq!(collect_remote(c) as usize, back_remote);
+                assert_eq!((*c).used as usize, cap - back_local - back_remote);
+                check(c);
+                let mut again = std::collections::HashSet::new();
+                loop {
+                    let s = pop(c);
+                    if s.is_null() {
+                        break;
+                    }
+                    assert!(again.insert(s as usize));
+                }
+                assert_eq!(again.len(), back_local + back_remote);
+                assert_eq!((*c).used as usize, cap);
+                check(c);
+                dealloc(p, l);
+            }
+        }
+    }
+
+    #[test]
+    fn remote_frees_from_threads_are_all_collected() {
+        let (p, l) = region();
+        let class = 3;
+        // SAFETY: as above.
+        let c = unsafe { init(p, class) };
+        let mut slots = Vec::new();
+        // SAFETY: this test owns c until it hands slots to the threads below.
+        unsafe {
+            while extend(c) > 0 {}
             loop {
-                // SAFETY: c is a live header; this test is its only user.
-                let n = unsafe { c.take(7, &mut chain) };
-                if n == 0 {
+                let s = pop(c);
+                if s.is_null() {
                     break;
                 }
+                slots.push(s as usize);
             }
-            assert!(c.is_exhausted());
-            assert_eq!(chain.count, cap);
-            let mut s = chain.head;
-            let mut order = Vec::new();
-            while !s.is_null() {
-                assert!(c.owns_slot(s.cast()));
-                assert!(seen.insert(s as usize), "slot handed out twice");
-                order.push(s);
-                // SAFETY: s is a slot of the chain.
-                s = unsafe { FreeSlot::next(s) };
-            }
-            assert_eq!(seen.len(), cap as usize);
-            c.check();
-            // Give half back, take again: the same slots come back, once each.
-            for &s in order.iter().step_by(2) {
-                // SAFETY: s was handed out above and is not used again.
-                unsafe { c.put(s) };
-            }
-            c.check();
-            let back = order.len().div_ceil(2) as u32;
-            let mut again = Chain::EMPTY;
-            // SAFETY: as above.
-            let n = unsafe { c.take(u32::MAX, &mut again) };
-            assert_eq!(n, back);
-            let mut s = again.head;
-            let mut seen2 = std::collections::HashSet::new();
-            while !s.is_null() {
-                assert!(seen2.insert(s as usize));
-                // SAFETY: s is a slot of the chain.
-                s = unsafe { FreeSlot::next(s) };
-            }
-            assert_eq!(seen2.len() as u32, back);
-            assert_eq!(c.used, cap);
-            c.check();
-            // SAFETY: allocated above with l.
-            unsafe { dealloc(p, l) };
+        }
+        let n = slots.len();
+        let per = if cfg!(miri) { 20 } else { n / 4 };
+        let cc = c as usize;
+        let hs: Vec<_> = slots
+            .chunks(per)
+            .take(4)
+            .map(|part| {
+                let part = part.to_vec();
+                std::thread::spawn(move || {
+                    for s in part {
+                        // SAFETY: each slot is handed out once and freed once, here.
+                        unsafe { push_remote(cc as *mut Chunk, s as *mut FreeSlot) };
+                    }
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+        // SAFETY: the threads are done; this test owns c again.
+        unsafe {
+            assert_eq!(collect_remote(c) as usize, 4 * per);
+            check(c);
+            dealloc(p, l);
         }
     }
 
@@ -531,16 +541,15 @@ mod tests {
         let step = if cfg!(miri) { 5 } else { 1 };
         for class in (0..size_class::NUM_CLASSES).step_by(step) {
             // SAFETY: the region is reused for each class; nothing else uses it.
-            let c = unsafe { &mut *Chunk::init(p, class, false) };
-            let mut chain = Chain::EMPTY;
-            // SAFETY: as above.
-            unsafe { c.take(3, &mut chain) };
-            let align = 1usize << size_class::CLASS_SIZE[class].trailing_zeros();
-            let mut s = chain.head;
-            while !s.is_null() {
-                assert_eq!(s as usize % align, 0);
-                // SAFETY: s is a slot of the chain.
-                s = unsafe { FreeSlot::next(s) };
+            unsafe {
+                let c = init(p, class);
+                extend(c);
+                let align = 1usize << size_class::CLASS_SIZE[class].trailing_zeros();
+                let mut s = (*c).free;
+                while !s.is_null() {
+                    assert_eq!(s as usize % align, 0);
+                    s = FreeSlot::next(s);
+                }
             }
         }
         // SAFETY: allocated above with l.

@@ -1,9 +1,10 @@
 //! `PoolAlloc`: the allocator users install. It routes each request by size class: small ones to
-//! the calling thread's cache (and through it the class's pool), large or over-aligned ones to the
-//! system allocator.
+//! the calling thread's heap, large or over-aligned ones to the system allocator. This is the one
+//! hand-out point and the one free point where the `hardened` checks are called (no-ops without
+//! the feature).
 
 use crate::size_class::{self, class_of};
-use crate::{large, thread_cache};
+use crate::{hardened, heap, large};
 use core::alloc::{GlobalAlloc, Layout};
 use core::ptr::{self, NonNull};
 
@@ -34,10 +35,9 @@ unsafe impl GlobalAlloc for PoolAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         match class_of(layout.size(), layout.align()) {
             Some(c) => {
-                let p = thread_cache::alloc(c, layout.size());
-                #[cfg(feature = "hardened")]
+                let p = heap::alloc(c, layout.size());
                 if !p.is_null() {
-                    crate::hardened::on_hand_out(p, c);
+                    hardened::on_hand_out(p, c);
                 }
                 p
             }
@@ -50,10 +50,9 @@ unsafe impl GlobalAlloc for PoolAlloc {
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         match class_of(layout.size(), layout.align()) {
             Some(c) => {
-                #[cfg(feature = "hardened")]
-                crate::hardened::on_free(ptr, c);
+                hardened::on_free(ptr, c);
                 // SAFETY: the layout that allocated ptr maps to the same class (caller's contract).
-                unsafe { thread_cache::dealloc(c, ptr, layout.size()) }
+                unsafe { heap::dealloc(c, ptr, layout.size()) }
             }
             // SAFETY: likewise, a large block.
             None => unsafe { large::dealloc(ptr, layout) },
@@ -64,12 +63,9 @@ unsafe impl GlobalAlloc for PoolAlloc {
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         match class_of(layout.size(), layout.align()) {
             Some(c) => {
-                let p = thread_cache::alloc(c, layout.size());
-                #[cfg(feature = "hardened")]
+                let p = heap::alloc(c, layout.size());
                 if !p.is_null() {
-                    crate::hardened::on_hand_out(p, c);
-                }
-                if !p.is_null() {
+                    hardened::on_hand_out(p, c);
                     // A recycled slot is dirty (at least its link word), so zero what was asked for.
                     // SAFETY: p is a fresh slot of at least layout.size() bytes.
                     unsafe { ptr::write_bytes(p, 0, layout.size()) };
@@ -84,14 +80,13 @@ unsafe impl GlobalAlloc for PoolAlloc {
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         let old = class_of(layout.size(), layout.align());
         let new = class_of(new_size, layout.align());
-        #[cfg(feature = "hardened")]
         match old {
-            Some(a) => crate::hardened::check_live(ptr, a),
-            None => crate::hardened::on_large_free(ptr, true),
+            Some(a) => hardened::check_live(ptr, a),
+            None => hardened::on_large_free(ptr, true),
         }
         match (old, new) {
             (Some(a), Some(b)) if a == b => {
-                thread_cache::resized(a, layout.size(), new_size);
+                heap::resized(a, layout.size(), new_size);
                 ptr
             }
             // SAFETY: both sizes are large; forwarded contract.

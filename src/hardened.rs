@@ -16,530 +16,466 @@
 //! word decodes to an 8-aligned address inside one of our chunks of its class (for a 1 GiB heap
 //! about 2^-37).
 
-use crate::chunk::{self, CHUNK_SHIFT, CHUNK_SIZE, FreeSlot};
-use crate::lock::Lock;
-use crate::{os, size_class};
-use core::fmt::{self, Write};
-use core::ptr;
-use core::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering::Relaxed};
+//! Every function here has a no-op twin when the feature is off; the data path calls them
+//! unconditionally from one hand-out point and one free point (`global`), and the chunk source
+//! registers its regions. Free-slot marks and link encoding are written by [`crate::link`].
 
-// --- aborting with a message ----------------------------------------------------------------------
+pub use imp::*;
 
-struct StderrBuf {
-    buf: [u8; 256],
-    len: usize,
-}
+#[cfg(feature = "hardened")]
+mod imp {
+    use crate::chunk::{self, CHUNK_SHIFT, CHUNK_SIZE, FreeSlot};
+    use crate::link::{self, POISON, POISON_BYTES, POISON_WORDS, decode, tag};
+    use crate::lock::Lock;
+    use crate::{os, size_class};
+    use core::fmt::{self, Write};
+    use core::ptr;
+    use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering::Acquire, Ordering::Relaxed};
 
-impl Write for StderrBuf {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        let n = s.len().min(self.buf.len() - self.len);
-        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
-        self.len += n;
-        Ok(())
+    // --- aborting with a message ----------------------------------------------------------------------
+
+    struct StderrBuf {
+        buf: [u8; 256],
+        len: usize,
     }
-}
 
-/// Prints `poolalloc: <message>` to stderr without allocating and aborts.
-#[cold]
-#[inline(never)]
-pub fn fatal(args: fmt::Arguments<'_>) -> ! {
-    let mut b = StderrBuf {
-        buf: [0; 256],
-        len: 0,
-    };
-    let _ = b.write_str("poolalloc: ");
-    let _ = b.write_fmt(args);
-    let _ = b.write_str("\n");
-    // SAFETY: the buffer holds `len` initialised bytes; write and abort have no other preconditions.
-    unsafe {
-        libc::write(2, b.buf.as_ptr().cast(), b.len);
-        libc::abort();
-    }
-}
-
-// --- per-process keys for free-list links ---------------------------------------------------------
-
-static K0: AtomicUsize = AtomicUsize::new(0);
-static K1: AtomicUsize = AtomicUsize::new(0);
-static K2: AtomicU64 = AtomicU64::new(0);
-
-/// Draws the keys once, before the first chunk exists (so before any link is stored).
-pub fn init() {
-    static ONCE: spin::Once<()> = spin::Once::new();
-    ONCE.call_once(|| {
-        let mut k = [0usize; 3];
-        // SAFETY: the buffer is valid for its size; getrandom may fill less on failure.
-        let n = unsafe { libc::getrandom(k.as_mut_ptr().cast(), size_of_val(&k), 0) };
-        if n != size_of_val(&k) as isize {
-            // Fall back to address-space randomisation and the clock.
-            let t = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as usize)
-                .unwrap_or(0);
-            k = [
-                t ^ (&K0 as *const _ as usize),
-                t.rotate_left(29) ^ (init as *const () as usize),
-                t.rotate_left(41) ^ (&K2 as *const _ as usize),
-            ];
+    impl Write for StderrBuf {
+        fn write_str(&mut self, s: &str) -> fmt::Result {
+            let n = s.len().min(self.buf.len() - self.len);
+            self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+            self.len += n;
+            Ok(())
         }
-        // A zeroed word must decode to an address no link holds (at or above 2^47, never null):
-        // 8-byte blocks are zeroed when handed out, and must then not look free.
-        let k0 = k[0] | 1;
-        if (0usize.wrapping_sub(k0).rotate_right((k0 & 63) as u32) ^ k[1]) >> 47 == 0 {
-            k[1] ^= 1 << 63;
+    }
+
+    /// Prints `poolalloc: <message>` to stderr without allocating and aborts.
+    #[cold]
+    #[inline(never)]
+    pub fn fatal(args: fmt::Arguments<'_>) -> ! {
+        let mut b = StderrBuf {
+            buf: [0; 256],
+            len: 0,
+        };
+        let _ = b.write_str("poolalloc: ");
+        let _ = b.write_fmt(args);
+        let _ = b.write_str("\n");
+        // SAFETY: the buffer holds `len` initialised bytes; write and abort have no other preconditions.
+        unsafe {
+            libc::write(2, b.buf.as_ptr().cast(), b.len);
+            libc::abort();
         }
-        K0.store(k0, Relaxed);
-        K1.store(k[1], Relaxed);
-        // Never zero: a zeroed slot must not carry a free mark.
-        K2.store(k[2] as u64 | 1 << 63, Relaxed);
-    });
-}
-
-#[inline(always)]
-pub fn encode(p: *mut FreeSlot) -> *mut FreeSlot {
-    let (k0, k1) = (K0.load(Relaxed), K1.load(Relaxed));
-    p.map_addr(|a| (a ^ k1).rotate_left((k0 & 63) as u32).wrapping_add(k0))
-}
-
-#[inline(always)]
-pub fn decode(e: *mut FreeSlot) -> *mut FreeSlot {
-    let (k0, k1) = (K0.load(Relaxed), K1.load(Relaxed));
-    e.map_addr(|a| a.wrapping_sub(k0).rotate_right((k0 & 63) as u32) ^ k1)
-}
-
-/// Checks a decoded link read from slot `from`: null, or a slot of a chunk of ours of the same class.
-#[inline(always)]
-pub fn check_link(from: *mut FreeSlot, next: *mut FreeSlot) {
-    if next.is_null() {
-        return;
     }
-    // SAFETY: `from` is a free slot of one of our chunks, so its header is readable.
-    let class = unsafe { (*chunk::of(from)).class };
-    // SAFETY: read only after is_ours confirms the chunk is mapped and ours.
-    if !is_ours(next.cast()) || unsafe { (*chunk::of(next)).class } != class {
-        fatal(format_args!(
-            "corrupted free list: slot {from:p} links to {next:p} (heap overflow or write after free?)"
-        ));
-    }
-}
 
-// --- which chunks are ours ------------------------------------------------------------------------
-
-/// One bit per CHUNK_SIZE of a 47-bit address space: 2^29 bits, 64 MiB of address space mapped once;
-/// only the pages that cover our chunks are ever touched.
-const ADDR_BITS: usize = 47;
-const MAP_WORDS: usize = 1 << (ADDR_BITS - CHUNK_SHIFT - 6);
-static CHUNK_MAP: AtomicPtr<AtomicU64> = AtomicPtr::new(ptr::null_mut());
-
-/// Marks `[base, base + len)` (whole chunks) as ours. Called by the chunk source with its lock held.
-pub fn register_chunks(base: *mut u8, len: usize) {
-    // Keys first: no link may be stored in a chunk before they are fixed.
-    init();
-    let mut map = CHUNK_MAP.load(Relaxed);
-    if map.is_null() {
-        map = os::map(MAP_WORDS * 8).cast();
-        if map.is_null() {
-            fatal(format_args!("cannot map the chunk bitmap"));
+    /// Checks a decoded link read from slot `from`: null, or a slot of a chunk of ours of the same class.
+    #[inline(always)]
+    fn check_link(from: *mut FreeSlot, next: *mut FreeSlot) {
+        if next.is_null() {
+            return;
         }
-        CHUNK_MAP.store(map, Relaxed);
-    }
-    let first = base as usize >> CHUNK_SHIFT;
-    for i in first..first + len / CHUNK_SIZE {
-        if i >> 6 >= MAP_WORDS {
+        // SAFETY: `from` is a free slot of one of our chunks, so its header is readable.
+        let class = unsafe { (*chunk::of(from)).class };
+        // SAFETY: read only after is_ours confirms the chunk is mapped and ours.
+        if !is_ours(next.cast()) || unsafe { (*chunk::of(next)).class } != class {
             fatal(format_args!(
-                "chunk {:#x} above the 47-bit address space",
-                i << CHUNK_SHIFT
+                "corrupted free list: slot {from:p} links to {next:p} (heap overflow or write after free?)"
             ));
         }
-        // SAFETY: map has MAP_WORDS words and i >> 6 < MAP_WORDS.
-        unsafe { (*map.add(i >> 6)).fetch_or(1 << (i & 63), Relaxed) };
     }
-}
 
-/// True when `p` lies in a chunk this allocator mapped.
-#[inline]
-pub fn is_ours(p: *mut u8) -> bool {
-    let map = CHUNK_MAP.load(Relaxed);
-    let i = p as usize >> CHUNK_SHIFT;
-    if map.is_null() || i >> 6 >= MAP_WORDS {
-        return false;
-    }
-    // SAFETY: in bounds, checked above.
-    unsafe { (*map.add(i >> 6)).load(Relaxed) & (1 << (i & 63)) != 0 }
-}
+    // --- which chunks are ours ------------------------------------------------------------------------
 
-// --- per-slot state: free-slot tags, and links for the 8-byte class --------------------------------
+    /// One bit per CHUNK_SIZE of a 47-bit address space: 2^29 bits, 64 MiB of address space mapped once;
+    /// only the pages that cover our chunks are ever touched.
+    const ADDR_BITS: usize = 47;
+    const MAP_WORDS: usize = 1 << (ADDR_BITS - CHUNK_SHIFT - 6);
+    static CHUNK_MAP: AtomicPtr<AtomicU64> = AtomicPtr::new(ptr::null_mut());
 
-/// Second word of every free slot of 16 bytes or more: a keyed tag of the slot's address. A slot
-/// being freed that already carries its tag is a double free; a slot being handed out that lacks
-/// it was written after it was freed. One load and one store in a line the operation touches
-/// anyway, where a shared bitmap needs an atomic read-modify-write (the cost that dominated here).
-#[inline(always)]
-fn tag(p: *mut u8) -> u64 {
-    (p as u64).rotate_left(23) ^ K2.load(Relaxed)
-}
-
-/// An 8-byte slot has room only for its link, so its state is read from that word: free while it
-/// decodes to a link a free slot could hold (null, or an 8-aligned slot in a chunk of ours of the
-/// same class; every free slot's word is such a link, written by `set_next`). Handing the slot out
-/// zeroes the word, which decodes to no such link (see `init`). A per-slot bitmap did the same
-/// with two atomic read-modify-writes per pair on a word that threads sharing a chunk fought over
-/// (cache-scratch ran 4.4–4.8x slower hardened than default).
-///
-/// # Safety
-/// `p` is the start of a carved 8-byte slot of one of our chunks (`slot_of`).
-#[inline(always)]
-unsafe fn looks_free_8(p: *mut u8, class: usize) -> bool {
-    // SAFETY: p is a carved slot, at least a word long and 8-aligned (caller).
-    let n = decode(unsafe { p.cast::<*mut FreeSlot>().read() });
-    // SAFETY: the header is read only after is_ours confirms the chunk is mapped and ours.
-    n.is_null()
-        || (n as usize & 7 == 0
-            && is_ours(n.cast())
-            && unsafe { (*chunk::of(n)).class } as usize == class)
-}
-
-/// `ceil(2^40 / size)` for every class: `(off · RECIP[c]) >> 40 == off / size` for every offset
-/// in a chunk (off < 2^18, size ≤ 2^15, so the rounding error off·(RECIP·size − 2^40) < 2^33
-/// stays below 2^40 / size), without a division on the free path.
-static RECIP: [u64; size_class::NUM_CLASSES] = {
-    let mut r = [0u64; size_class::NUM_CLASSES];
-    let mut c = 0;
-    while c < size_class::NUM_CLASSES {
-        let d = size_class::CLASS_SIZE[c] as u64;
-        r[c] = (1u64 << 40).div_ceil(d);
-        c += 1;
-    }
-    r
-};
-
-/// Validates `p` as the start of a carved slot of class `class` in one of our chunks, or aborts
-/// naming the problem. `what` names the operation for the message.
-#[inline]
-fn slot_of(p: *mut u8, class: usize, what: &'static str) {
-    if !is_ours(p) {
-        invalid(what, p, class, Invalid::Foreign);
-    }
-    let c = chunk::of(p);
-    // SAFETY: p's chunk is ours and mapped, so its header is readable; `magic`, `class` and
-    // `capacity` change only while no slot of the chunk is handed out.
-    let h = unsafe { &*c };
-    if !h.is_live() {
-        invalid(what, p, class, Invalid::NotInUse);
-    }
-    if h.class as usize != class {
-        invalid(what, p, class, Invalid::Mismatch(h.class as usize));
-    }
-    let size = slot_size(class);
-    let off = p as usize - chunk::base(c) as usize;
-    // SAFETY: class < NUM_CLASSES (it came from class_of).
-    let idx = ((off as u64 * unsafe { *RECIP.get_unchecked(class) }) >> 40) as usize;
-    if idx * size != off || p as usize >= h.carved.load(Relaxed) {
-        invalid(what, p, class, Invalid::NotStart);
-    }
-}
-
-/// What is wrong with a pointer given to `free` or `realloc`.
-#[derive(Clone, Copy)]
-enum Invalid {
-    Foreign,
-    NotInUse,
-    /// The block's class (from its chunk header).
-    Mismatch(usize),
-    NotStart,
-}
-
-/// Aborts naming what is wrong with `p`. Out of line, so the checks' fast path carries no
-/// formatting set-up.
-#[cold]
-#[inline(never)]
-fn invalid(what: &str, p: *mut u8, class: usize, why: Invalid) -> ! {
-    let size = slot_size(class);
-    match why {
-        Invalid::Foreign => fatal(format_args!(
-            "{what} of invalid pointer {p:p}: not allocated by poolalloc (wild or foreign pointer)"
-        )),
-        Invalid::NotInUse => fatal(format_args!(
-            "{what} of invalid pointer {p:p}: its chunk is not in use"
-        )),
-        Invalid::Mismatch(found) => fatal(format_args!(
-            "size mismatch: {what} of {p:p} with a layout of the {size}-byte class, but the block is in the {}-byte class",
-            size_class::CLASS_SIZE.get(found).copied().unwrap_or(0)
-        )),
-        Invalid::NotStart => fatal(format_args!(
-            "{what} of invalid pointer {p:p}: not the start of a block (interior, unaligned or never-allocated pointer into {size}-byte slots)"
-        )),
-    }
-}
-
-/// The slot size of class `class`, which came from `class_of` (so is in range).
-#[inline(always)]
-fn slot_size(class: usize) -> usize {
-    debug_assert!(class < size_class::NUM_CLASSES);
-    // SAFETY: class < NUM_CLASSES (callers pass classes from class_of or a checked header).
-    unsafe { *size_class::CLASS_SIZE.get_unchecked(class) }
-}
-
-/// The pattern freed slots carry (the object-pool pattern's debug fill).
-const POISON: u64 = 0x1deadb0b_1deadb0b;
-/// Bytes of a freed slot checked for writes after free: its first cache line's worth.
-const POISON_BYTES: usize = 64;
-
-/// Marks a free slot: its tag in word 1 and the poison pattern in words 2.. of its first 64 bytes
-/// (word 0 is the free-list link). 8-byte slots have only the link.
-///
-/// # Safety
-/// `s` must be a free slot of `size` bytes that nobody else uses.
-#[inline(always)]
-pub unsafe fn poison(s: *mut u8, size: usize) {
-    if size < 16 {
-        return;
-    }
-    // SAFETY: forwarded.
-    unsafe { poison_tagged(s, size, tag(s)) }
-}
-
-/// [`poison`] of a slot of at least 16 bytes whose tag the caller has computed.
-///
-/// # Safety
-/// As for [`poison`], and `size >= 16`.
-#[inline(always)]
-unsafe fn poison_tagged(s: *mut u8, size: usize, tag: u64) {
-    let w = s.cast::<u64>();
-    // SAFETY: words 1 .. min(size, 64)/8 lie inside the slot (caller); slots are 8-aligned.
-    unsafe {
-        w.add(1).write(tag);
-        if size >= POISON_BYTES {
-            // The common case as one fixed-size store (vector moves, no loop).
-            w.add(2)
-                .cast::<[u64; POISON_WORDS]>()
-                .write([POISON; POISON_WORDS]);
-        } else {
-            for i in 2..size / 8 {
-                w.add(i).write(POISON);
+    /// Marks `[base, base + len)` (whole chunks) as ours. Called by the chunk source with its lock held.
+    pub fn register_chunks(base: *mut u8, len: usize) {
+        // Keys first: no link may be stored in a chunk before they are fixed.
+        link::init();
+        let mut map = CHUNK_MAP.load(Relaxed);
+        if map.is_null() {
+            map = os::map(MAP_WORDS * 8).cast();
+            if map.is_null() {
+                fatal(format_args!("cannot map the chunk bitmap"));
             }
+            CHUNK_MAP.store(map, Relaxed);
         }
-    }
-}
-
-/// Poisoned words of a slot of at least [`POISON_BYTES`]: all but the link and the tag.
-const POISON_WORDS: usize = POISON_BYTES / 8 - 2;
-
-/// A slot of class `class` is being handed out: it must carry its free mark and be untouched.
-#[inline(always)]
-pub fn on_hand_out(p: *mut u8, class: usize) {
-    let size = slot_size(class);
-    if size < 16 {
-        // Its link was checked when it was taken off its list; zeroing it makes the block live.
-        // SAFETY: the slot is ours now, one 8-aligned word.
-        unsafe { p.cast::<usize>().write(0) };
-        return;
-    }
-    let w = p.cast::<u64>();
-    // SAFETY: the slot is ours now and at least min(size, 64)/8 ≥ 2 words long.
-    unsafe {
-        if w.add(1).read() != tag(p) {
-            bad_hand_out(p, size, 8);
-        }
-        let intact = if size >= POISON_BYTES {
-            // One fixed-size read folded with xor/or (a slice compare would call memcmp); the
-            // offending word is found only on failure.
-            let words = w.add(2).cast::<[u64; POISON_WORDS]>().read();
-            words.iter().fold(0, |acc, &x| acc | (x ^ POISON)) == 0
-        } else {
-            (2..size / 8).all(|i| w.add(i).read() == POISON)
-        };
-        if !intact {
-            let at = (2..size.min(POISON_BYTES) / 8)
-                .find(|&i| w.add(i).read() != POISON)
-                .unwrap_or(2);
-            bad_hand_out(p, size, at * 8);
-        }
-        // Clear the mark, so freeing the new block is not taken for a double free.
-        w.add(1).write(0);
-    }
-}
-
-#[cold]
-#[inline(never)]
-fn bad_hand_out(p: *mut u8, size: usize, at: usize) -> ! {
-    fatal(format_args!(
-        "write after free detected in block {p:p} ({size}-byte class) at offset {at} (or a corrupted free list handed out a live block)"
-    ))
-}
-
-/// A slot of class `class` is being freed: it must be a live block of that class. Marks it free.
-#[inline]
-pub fn on_free(p: *mut u8, class: usize) {
-    slot_of(p, class, "free");
-    let size = slot_size(class);
-    if size < 16 {
-        // SAFETY: p is the start of a carved 8-byte slot (slot_of).
-        if unsafe { looks_free_8(p, class) } {
-            double_free(p);
-        }
-        return;
-    }
-    let t = tag(p);
-    // SAFETY: p is the start of a carved slot of at least 16 bytes (slot_of).
-    if unsafe { p.cast::<u64>().add(1).read() } == t {
-        double_free(p);
-    }
-    // SAFETY: the block was live and its owner has just given it up; size >= 16.
-    unsafe { poison_tagged(p, size, t) };
-}
-
-#[cold]
-#[inline(never)]
-fn double_free(p: *mut u8) -> ! {
-    fatal(format_args!(
-        "double free of {p:p} (or free of a never-allocated slot)"
-    ))
-}
-
-/// `realloc` of a small block: it must be live.
-pub fn check_live(p: *mut u8, class: usize) {
-    slot_of(p, class, "realloc");
-    let live = if slot_size(class) < 16 {
-        // SAFETY: p is the start of a carved 8-byte slot (slot_of).
-        !unsafe { looks_free_8(p, class) }
-    } else {
-        // SAFETY: p is the start of a carved slot of at least 16 bytes (slot_of).
-        let mark = unsafe { p.cast::<u64>().add(1).read() };
-        mark != tag(p)
-    };
-    if !live {
-        fatal(format_args!("realloc of freed block {p:p}"));
-    }
-}
-
-// --- live large blocks ------------------------------------------------------------------------------
-
-/// An open-addressing set of live large-block addresses, in memory mapped from the OS.
-struct LargeSet {
-    slots: *mut usize,
-    cap: usize,
-    len: usize,
-    /// Slots holding TOMBSTONE.
-    dead: usize,
-}
-
-const TOMBSTONE: usize = 1;
-
-// SAFETY: the table memory is owned by the set; access is serialised by its lock.
-unsafe impl Send for LargeSet {}
-
-static LARGE: Lock<LargeSet> = Lock::new(LargeSet {
-    slots: ptr::null_mut(),
-    cap: 0,
-    len: 0,
-    dead: 0,
-});
-
-impl LargeSet {
-    fn hash(&self, a: usize) -> usize {
-        (a >> 4).wrapping_mul(0x9e37_79b9_7f4a_7c15) & (self.cap - 1)
-    }
-
-    fn grow(&mut self) {
-        let cap = (self.cap * 2).max(1024);
-        let slots = os::map(cap * 8).cast::<usize>();
-        if slots.is_null() {
-            fatal(format_args!("cannot map the large-block table"));
-        }
-        let (old, old_cap) = (self.slots, self.cap);
-        *self = LargeSet {
-            slots,
-            cap,
-            len: 0,
-            dead: 0,
-        };
-        for i in 0..old_cap {
-            // SAFETY: i < old_cap, the old table's size.
-            let a = unsafe { *old.add(i) };
-            if a > TOMBSTONE {
-                self.insert(a);
+        let first = base as usize >> CHUNK_SHIFT;
+        for i in first..first + len / CHUNK_SIZE {
+            if i >> 6 >= MAP_WORDS {
+                fatal(format_args!(
+                    "chunk {:#x} above the 47-bit address space",
+                    i << CHUNK_SHIFT
+                ));
             }
-        }
-        if !old.is_null() {
-            // SAFETY: the old table came from os::map with old_cap·8 bytes and is no longer used.
-            unsafe { os::unmap(old.cast(), old_cap * 8) };
+            // SAFETY: map has MAP_WORDS words and i >> 6 < MAP_WORDS.
+            unsafe { (*map.add(i >> 6)).fetch_or(1 << (i & 63), Relaxed) };
         }
     }
 
-    fn insert(&mut self, a: usize) {
-        if (self.len + self.dead + 1) * 4 > self.cap * 3 {
-            self.grow();
-        }
-        let mut i = self.hash(a);
-        loop {
-            // SAFETY: i < cap.
-            let s = unsafe { &mut *self.slots.add(i) };
-            if *s <= TOMBSTONE {
-                if *s == TOMBSTONE {
-                    self.dead -= 1;
-                }
-                *s = a;
-                self.len += 1;
-                return;
-            }
-            i = (i + 1) & (self.cap - 1);
-        }
-    }
-
-    fn remove(&mut self, a: usize) -> bool {
-        if self.cap == 0 {
+    /// True when `p` lies in a chunk this allocator mapped.
+    #[inline]
+    pub fn is_ours(p: *mut u8) -> bool {
+        let map = CHUNK_MAP.load(Relaxed);
+        let i = p as usize >> CHUNK_SHIFT;
+        if map.is_null() || i >> 6 >= MAP_WORDS {
             return false;
         }
-        let mut i = self.hash(a);
-        loop {
-            // SAFETY: i < cap.
-            let s = unsafe { &mut *self.slots.add(i) };
-            if *s == a {
-                *s = TOMBSTONE;
-                self.len -= 1;
-                self.dead += 1;
-                return true;
+        // SAFETY: in bounds, checked above.
+        unsafe { (*map.add(i >> 6)).load(Relaxed) & (1 << (i & 63)) != 0 }
+    }
+
+    // --- per-slot state: free-slot tags, and links for the 8-byte class --------------------------------
+
+    /// An 8-byte slot has room only for its link, so its state is read from that word: free while it
+    /// decodes to a link a free slot could hold (null, or an 8-aligned slot in a chunk of ours of the
+    /// same class; every free slot's word is such a link, written by `set_next`). Handing the slot out
+    /// zeroes the word, which decodes to no such link (see `init`). A per-slot bitmap did the same
+    /// with two atomic read-modify-writes per pair on a word that threads sharing a chunk fought over
+    /// (cache-scratch ran 4.4–4.8x slower hardened than default).
+    ///
+    /// # Safety
+    /// `p` is the start of a carved 8-byte slot of one of our chunks (`slot_of`).
+    #[inline(always)]
+    unsafe fn looks_free_8(p: *mut u8, class: usize) -> bool {
+        // SAFETY: p is a carved slot, at least a word long and 8-aligned (caller).
+        let n = decode(unsafe { p.cast::<*mut FreeSlot>().read() });
+        // SAFETY: the header is read only after is_ours confirms the chunk is mapped and ours.
+        n.is_null()
+            || (n as usize & 7 == 0
+                && is_ours(n.cast())
+                && unsafe { (*chunk::of(n)).class } as usize == class)
+    }
+
+    /// `ceil(2^40 / size)` for every class: `(off · RECIP[c]) >> 40 == off / size` for every offset
+    /// in a chunk (off < 2^18, size ≤ 2^15, so the rounding error off·(RECIP·size − 2^40) < 2^33
+    /// stays below 2^40 / size), without a division on the free path.
+    static RECIP: [u64; size_class::NUM_CLASSES] = {
+        let mut r = [0u64; size_class::NUM_CLASSES];
+        let mut c = 0;
+        while c < size_class::NUM_CLASSES {
+            let d = size_class::CLASS_SIZE[c] as u64;
+            r[c] = (1u64 << 40).div_ceil(d);
+            c += 1;
+        }
+        r
+    };
+
+    /// Validates `p` as the start of a carved slot of class `class` in one of our chunks, or aborts
+    /// naming the problem. `what` names the operation for the message.
+    #[inline]
+    fn slot_of(p: *mut u8, class: usize, what: &'static str) {
+        if !is_ours(p) {
+            invalid(what, p, class, Invalid::Foreign);
+        }
+        let c = chunk::of(p);
+        // SAFETY: p's chunk is ours and mapped, so its header is readable; `magic` and `class` change
+        // only while no slot of the chunk is handed out, `carved` is an atomic. Fields are read by
+        // place, so no reference to the header (which its owner is writing) is made.
+        let (magic, hclass, carved) =
+            unsafe { ((*c).magic, (*c).class, (*c).carved.load(Acquire)) };
+        if magic != chunk::LIVE {
+            invalid(what, p, class, Invalid::NotInUse);
+        }
+        if hclass as usize != class {
+            invalid(what, p, class, Invalid::Mismatch(hclass as usize));
+        }
+        let size = slot_size(class);
+        let off = p as usize - chunk::base(c) as usize;
+        // SAFETY: class < NUM_CLASSES (it came from class_of).
+        let idx = ((off as u64 * unsafe { *RECIP.get_unchecked(class) }) >> 40) as usize;
+        if idx * size != off || p as usize >= carved {
+            invalid(what, p, class, Invalid::NotStart);
+        }
+    }
+
+    /// What is wrong with a pointer given to `free` or `realloc`.
+    #[derive(Clone, Copy)]
+    enum Invalid {
+        Foreign,
+        NotInUse,
+        /// The block's class (from its chunk header).
+        Mismatch(usize),
+        NotStart,
+    }
+
+    /// Aborts naming what is wrong with `p`. Out of line, so the checks' fast path carries no
+    /// formatting set-up.
+    #[cold]
+    #[inline(never)]
+    fn invalid(what: &str, p: *mut u8, class: usize, why: Invalid) -> ! {
+        let size = slot_size(class);
+        match why {
+            Invalid::Foreign => fatal(format_args!(
+                "{what} of invalid pointer {p:p}: not allocated by poolalloc (wild or foreign pointer)"
+            )),
+            Invalid::NotInUse => fatal(format_args!(
+                "{what} of invalid pointer {p:p}: its chunk is not in use"
+            )),
+            Invalid::Mismatch(found) => fatal(format_args!(
+                "size mismatch: {what} of {p:p} with a layout of the {size}-byte class, but the block is in the {}-byte class",
+                size_class::CLASS_SIZE.get(found).copied().unwrap_or(0)
+            )),
+            Invalid::NotStart => fatal(format_args!(
+                "{what} of invalid pointer {p:p}: not the start of a block (interior, unaligned or never-allocated pointer into {size}-byte slots)"
+            )),
+        }
+    }
+
+    /// The slot size of class `class`, which came from `class_of` (so is in range).
+    #[inline(always)]
+    fn slot_size(class: usize) -> usize {
+        debug_assert!(class < size_class::NUM_CLASSES);
+        // SAFETY: class < NUM_CLASSES (callers pass classes from class_of or a checked header).
+        unsafe { *size_class::CLASS_SIZE.get_unchecked(class) }
+    }
+
+    /// A slot of class `class` is being handed out: it must carry its free mark and be untouched.
+    #[inline(always)]
+    pub fn on_hand_out(p: *mut u8, class: usize) {
+        // The link the slot held is now its chunk's `free` (the hand-out was a pop by the owner, this
+        // thread): it must be null or a slot of a chunk of ours of the same class.
+        // SAFETY: p was just handed out of its chunk, whose header is live and owned by this thread.
+        check_link(p.cast(), unsafe { (*chunk::of(p)).free });
+        let size = slot_size(class);
+        if size < 16 {
+            // Its link was checked when it was taken off its list; zeroing it makes the block live.
+            // SAFETY: the slot is ours now, one 8-aligned word.
+            unsafe { p.cast::<usize>().write(0) };
+            return;
+        }
+        let w = p.cast::<u64>();
+        // SAFETY: the slot is ours now and at least min(size, 64)/8 ≥ 2 words long.
+        unsafe {
+            if w.add(1).read() != tag(p) {
+                bad_hand_out(p, size, 8);
             }
-            if *s == 0 {
+            let intact = if size >= POISON_BYTES {
+                // One fixed-size read folded with xor/or (a slice compare would call memcmp); the
+                // offending word is found only on failure.
+                let words = w.add(2).cast::<[u64; POISON_WORDS]>().read();
+                words.iter().fold(0, |acc, &x| acc | (x ^ POISON)) == 0
+            } else {
+                (2..size / 8).all(|i| w.add(i).read() == POISON)
+            };
+            if !intact {
+                let at = (2..size.min(POISON_BYTES) / 8)
+                    .find(|&i| w.add(i).read() != POISON)
+                    .unwrap_or(2);
+                bad_hand_out(p, size, at * 8);
+            }
+            // Clear the mark, so freeing the new block is not taken for a double free.
+            w.add(1).write(0);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn bad_hand_out(p: *mut u8, size: usize, at: usize) -> ! {
+        fatal(format_args!(
+            "write after free detected in block {p:p} ({size}-byte class) at offset {at} (or a corrupted free list handed out a live block)"
+        ))
+    }
+
+    /// A slot of class `class` is being freed: it must be a live block of that class. Marks it free.
+    #[inline]
+    pub fn on_free(p: *mut u8, class: usize) {
+        slot_of(p, class, "free");
+        let size = slot_size(class);
+        if size < 16 {
+            // SAFETY: p is the start of a carved 8-byte slot (slot_of).
+            if unsafe { looks_free_8(p, class) } {
+                double_free(p);
+            }
+            return;
+        }
+        let t = tag(p);
+        // SAFETY: p is the start of a carved slot of at least 16 bytes (slot_of).
+        if unsafe { p.cast::<u64>().add(1).read() } == t {
+            double_free(p);
+        }
+        // SAFETY: the block was live and its owner has just given it up; size >= 16.
+        unsafe { link::mark_free_tagged(p, size, t) };
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn double_free(p: *mut u8) -> ! {
+        fatal(format_args!(
+            "double free of {p:p} (or free of a never-allocated slot)"
+        ))
+    }
+
+    /// `realloc` of a small block: it must be live.
+    pub fn check_live(p: *mut u8, class: usize) {
+        slot_of(p, class, "realloc");
+        let live = if slot_size(class) < 16 {
+            // SAFETY: p is the start of a carved 8-byte slot (slot_of).
+            !unsafe { looks_free_8(p, class) }
+        } else {
+            // SAFETY: p is the start of a carved slot of at least 16 bytes (slot_of).
+            let mark = unsafe { p.cast::<u64>().add(1).read() };
+            mark != tag(p)
+        };
+        if !live {
+            fatal(format_args!("realloc of freed block {p:p}"));
+        }
+    }
+
+    // --- live large blocks ------------------------------------------------------------------------------
+
+    /// An open-addressing set of live large-block addresses, in memory mapped from the OS.
+    struct LargeSet {
+        slots: *mut usize,
+        cap: usize,
+        len: usize,
+        /// Slots holding TOMBSTONE.
+        dead: usize,
+    }
+
+    const TOMBSTONE: usize = 1;
+
+    // SAFETY: the table memory is owned by the set; access is serialised by its lock.
+    unsafe impl Send for LargeSet {}
+
+    static LARGE: Lock<LargeSet> = Lock::new(LargeSet {
+        slots: ptr::null_mut(),
+        cap: 0,
+        len: 0,
+        dead: 0,
+    });
+
+    impl LargeSet {
+        fn hash(&self, a: usize) -> usize {
+            (a >> 4).wrapping_mul(0x9e37_79b9_7f4a_7c15) & (self.cap - 1)
+        }
+
+        fn grow(&mut self) {
+            let cap = (self.cap * 2).max(1024);
+            let slots = os::map(cap * 8).cast::<usize>();
+            if slots.is_null() {
+                fatal(format_args!("cannot map the large-block table"));
+            }
+            let (old, old_cap) = (self.slots, self.cap);
+            *self = LargeSet {
+                slots,
+                cap,
+                len: 0,
+                dead: 0,
+            };
+            for i in 0..old_cap {
+                // SAFETY: i < old_cap, the old table's size.
+                let a = unsafe { *old.add(i) };
+                if a > TOMBSTONE {
+                    self.insert(a);
+                }
+            }
+            if !old.is_null() {
+                // SAFETY: the old table came from os::map with old_cap·8 bytes and is no longer used.
+                unsafe { os::unmap(old.cast(), old_cap * 8) };
+            }
+        }
+
+        fn insert(&mut self, a: usize) {
+            if (self.len + self.dead + 1) * 4 > self.cap * 3 {
+                self.grow();
+            }
+            let mut i = self.hash(a);
+            loop {
+                // SAFETY: i < cap.
+                let s = unsafe { &mut *self.slots.add(i) };
+                if *s <= TOMBSTONE {
+                    if *s == TOMBSTONE {
+                        self.dead -= 1;
+                    }
+                    *s = a;
+                    self.len += 1;
+                    return;
+                }
+                i = (i + 1) & (self.cap - 1);
+            }
+        }
+
+        fn remove(&mut self, a: usize) -> bool {
+            if self.cap == 0 {
                 return false;
             }
-            i = (i + 1) & (self.cap - 1);
+            let mut i = self.hash(a);
+            loop {
+                // SAFETY: i < cap.
+                let s = unsafe { &mut *self.slots.add(i) };
+                if *s == a {
+                    *s = TOMBSTONE;
+                    self.len -= 1;
+                    self.dead += 1;
+                    return true;
+                }
+                if *s == 0 {
+                    return false;
+                }
+                i = (i + 1) & (self.cap - 1);
+            }
         }
     }
-}
 
-pub fn on_large_alloc(p: *mut u8) {
-    LARGE.lock().insert(p as usize);
-}
+    pub fn on_large_alloc(p: *mut u8) {
+        LARGE.lock().insert(p as usize);
+    }
 
-/// A large-layout free (or realloc, with `keep`): `p` must be a live large block.
-pub fn on_large_free(p: *mut u8, keep: bool) {
-    let mut set = LARGE.lock();
-    if !set.remove(p as usize) {
-        drop(set);
-        if is_ours(p) {
+    /// A large-layout free (or realloc, with `keep`): `p` must be a live large block.
+    pub fn on_large_free(p: *mut u8, keep: bool) {
+        let mut set = LARGE.lock();
+        if !set.remove(p as usize) {
+            drop(set);
+            if is_ours(p) {
+                fatal(format_args!(
+                    "size mismatch: {p:p} is a small block but was freed with a large layout"
+                ));
+            }
             fatal(format_args!(
-                "size mismatch: {p:p} is a small block but was freed with a large layout"
+                "double free or invalid pointer {p:p}: not a live large block"
             ));
         }
-        fatal(format_args!(
-            "double free or invalid pointer {p:p}: not a live large block"
-        ));
+        if keep {
+            set.insert(p as usize);
+        }
     }
-    if keep {
-        set.insert(p as usize);
+
+    /// Takes the large-block table's lock for `fork` (after every other allocator lock).
+    pub fn lock_for_fork() {
+        core::mem::forget(LARGE.lock());
+    }
+
+    /// # Safety
+    /// Only after [`lock_for_fork`], by the same thread or its forked child.
+    pub unsafe fn unlock_after_fork() {
+        // SAFETY: held by lock_for_fork, guard forgotten.
+        unsafe { LARGE.force_unlock() };
     }
 }
 
-/// Takes the large-block table's lock for `fork` (after every other allocator lock).
-pub fn lock_for_fork() {
-    core::mem::forget(LARGE.lock());
-}
+#[cfg(not(feature = "hardened"))]
+mod imp {
+    //! The no-op twins: with the feature off every check compiles to nothing.
 
-/// # Safety
-/// Only after [`lock_for_fork`], by the same thread or its forked child.
-pub unsafe fn unlock_after_fork() {
-    // SAFETY: held by lock_for_fork, guard forgotten.
-    unsafe { LARGE.force_unlock() };
+    #[inline(always)]
+    pub fn register_chunks(_base: *mut u8, _len: usize) {}
+    #[inline(always)]
+    pub fn on_hand_out(_p: *mut u8, _class: usize) {}
+    #[inline(always)]
+    pub fn on_free(_p: *mut u8, _class: usize) {}
+    #[inline(always)]
+    pub fn check_live(_p: *mut u8, _class: usize) {}
+    #[inline(always)]
+    pub fn on_large_alloc(_p: *mut u8) {}
+    #[inline(always)]
+    pub fn on_large_free(_p: *mut u8, _keep: bool) {}
+    #[inline(always)]
+    pub fn lock_for_fork() {}
+    /// # Safety
+    /// None: does nothing (the twin of the hardened version).
+    #[inline(always)]
+    pub unsafe fn unlock_after_fork() {}
 }

@@ -1,42 +1,20 @@
 //! Large blocks: requests above the largest size class, or aligned beyond what a class can give, go
-//! to the system allocator (`std::alloc::System`: malloc, posix_memalign, realloc, calloc). Counts are
-//! kept per thread like the small classes' (no atomic read-modify-write); threads that exit fold
-//! theirs into the shared totals here.
+//! to the system allocator (`std::alloc::System`: malloc, posix_memalign, realloc, calloc). Counts
+//! are kept per thread like the small classes' (no atomic read-modify-write), in the thread's heap.
 
-use crate::thread_cache;
+use crate::{hardened, heap};
 use core::alloc::{GlobalAlloc, Layout};
-use core::sync::atomic::{AtomicUsize, Ordering};
 use std::alloc::System;
 
-/// Large blocks and bytes counted outside thread caches (wrapping sums).
-static BLOCKS: AtomicUsize = AtomicUsize::new(0);
-static BYTES: AtomicUsize = AtomicUsize::new(0);
-
-/// Counts a large block allocated (`add`) or freed.
 #[inline]
 fn count(add: bool, size: usize) {
-    if !thread_cache::count_large(add, size) {
-        if add {
-            BLOCKS.fetch_add(1, Ordering::Relaxed);
-            BYTES.fetch_add(size, Ordering::Relaxed);
-        } else {
-            BLOCKS.fetch_sub(1, Ordering::Relaxed);
-            BYTES.fetch_sub(size, Ordering::Relaxed);
-        }
-    }
-}
-
-/// Adds an exiting thread's counts to the shared totals.
-pub fn fold(blocks: usize, bytes: usize) {
-    BLOCKS.fetch_add(blocks, Ordering::Relaxed);
-    BYTES.fetch_add(bytes, Ordering::Relaxed);
+    heap::count_large(add, size);
 }
 
 #[inline]
 fn counted(p: *mut u8, size: usize) -> *mut u8 {
     if !p.is_null() {
-        #[cfg(feature = "hardened")]
-        crate::hardened::on_large_alloc(p);
+        hardened::on_large_alloc(p);
         count(true, size);
     }
     p
@@ -59,8 +37,7 @@ pub unsafe fn alloc_zeroed(layout: Layout) -> *mut u8 {
 /// # Safety
 /// As `GlobalAlloc::dealloc`, for a block from this module.
 pub unsafe fn dealloc(p: *mut u8, layout: Layout) {
-    #[cfg(feature = "hardened")]
-    crate::hardened::on_large_free(p, false);
+    hardened::on_large_free(p, false);
     count(false, layout.size());
     // SAFETY: forwarded contract.
     unsafe { System.dealloc(p, layout) }
@@ -72,11 +49,8 @@ pub unsafe fn realloc(p: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
     // SAFETY: forwarded contract.
     let q = unsafe { System.realloc(p, layout, new_size) };
     if !q.is_null() {
-        #[cfg(feature = "hardened")]
-        {
-            crate::hardened::on_large_free(p, false);
-            crate::hardened::on_large_alloc(q);
-        }
+        hardened::on_large_free(p, false);
+        hardened::on_large_alloc(q);
         count(false, layout.size());
         count(true, new_size);
     }
@@ -85,9 +59,7 @@ pub unsafe fn realloc(p: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
 
 /// (live large blocks, their requested bytes).
 pub fn counts() -> (usize, usize) {
-    let (n, b) = thread_cache::large_totals();
-    let n = n.wrapping_add(BLOCKS.load(Ordering::Relaxed));
-    let b = b.wrapping_add(BYTES.load(Ordering::Relaxed));
+    let (n, b) = heap::large_totals();
     // A snapshot racing with frees on other threads can see a transiently "negative" sum.
     let clamp = |x: usize| if x > isize::MAX as usize { 0 } else { x };
     (clamp(n), clamp(b))

@@ -14,46 +14,48 @@
 //!   first word.
 //! - **chunk**: a 256 KiB region aligned to its size, holding slots of one class and, in its last
 //!   128 bytes, a header. A slot's chunk is found by masking its address.
-//! - **pool**: the shared, locked set of chunks of one class.
-//! - **thread cache**: per thread and class, a stack of free slots; the fast path pops and pushes
-//!   here without locks or atomic read-modify-writes, and moves batches to and from the pool.
-//! - **remote free**: a free by a thread other than the one that allocated the slot. Here it needs
-//!   no special path: the slot joins the freeing thread's cache and returns to its chunk in a batch.
+//! - **heap**: per thread, one pool per class: the chunks the thread owns. The fast path pops and
+//!   pushes a chunk's free lists with no lock and no atomic.
+//! - **remote free**: a free by a thread other than the chunk's owner: one atomic push onto the
+//!   chunk's remote-free list, which the owner takes whole with one swap when it needs slots.
+//! - **abandoned chunk**: a chunk with live blocks whose owning thread exited; another thread of
+//!   the class adopts it, or the purger gives it back once its blocks are freed.
 //! - **large block**: a request above 32 KiB or aligned above what a class gives, served by the
 //!   system allocator.
 //!
 //! # A request's path
 //!
 //! ```text
-//! alloc(layout) ─ class_of(size, align) ─┬─ class c ─▶ thread cache[c] ── pop ──▶ slot
+//! alloc(layout) ─ class_of(size, align) ─┬─ class c ─▶ heap[c].current ── pop free ──▶ slot
 //!                                        │                 │ empty
 //!                                        │                 ▼
-//!                                        │            pool[c] (lock) ── partial chunk: free list, then bump
-//!                                        │                 │ none
-//!                                        │                 ▼
-//!                                        │            chunk source ── purged spare chunk, or mmap a region
+//!                                        │     local frees, remote frees (one swap), carve a page;
+//!                                        │     next chunk of the heap; adopt an abandoned chunk;
+//!                                        │     chunk source (retained empty, purged spare, mmap)
 //!                                        └─ none ────▶ System (malloc / posix_memalign)
 //! ```
+//!
+//! The design, its invariants and its lock order: `DESIGN.md` in the repository.
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod blocking_pool;
 mod chunk;
 mod global;
-#[cfg(feature = "hardened")]
 mod hardened;
+mod heap;
 mod large;
+mod link;
 mod lock;
 mod object_pool;
 mod os;
-mod pool;
 mod size_class;
+mod source;
 mod stats;
-mod thread_cache;
 
 pub use blocking_pool::{AcquireError, BlockingPool, Pooled, Shutdown};
 pub use global::PoolAlloc;
 pub use object_pool::{CHUNK_SLOTS, Handle, Iter, IterMut, Pool};
-pub use pool::{set_purge_delay_ms, set_retained_chunks};
+pub use source::{set_purge_delay_ms, set_retained_chunks};
 pub use stats::{ClassStats, Stats, stats, trim};
 
 /// Size of every chunk, in bytes.

@@ -93,26 +93,6 @@ pub fn size_of(c: usize) -> usize {
     CLASS_SIZE[c]
 }
 
-/// How many slots of class `c` a thread may keep cached before it hands a batch back to the pool:
-/// about 64 KiB worth, between 2 and 1024 slots (so a working set of a thousand small blocks cycles
-/// inside the cache). Half of it moves per refill or flush.
-pub const fn cache_limit(c: usize) -> u32 {
-    let n = 64 * 1024 / class_size_of(c);
-    if n < 2 {
-        2
-    } else if n > 1024 {
-        1024
-    } else {
-        n as u32
-    }
-}
-
-/// Slots moved between a thread cache and the pool in one refill or flush.
-#[inline]
-pub const fn batch(c: usize) -> u32 {
-    cache_limit(c).div_ceil(2)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,14 +155,6 @@ mod tests {
                 s += step;
             }
             align *= 2;
-        }
-    }
-
-    #[test]
-    fn batches_fit_in_the_cache() {
-        for c in 0..NUM_CLASSES {
-            assert!(batch(c) >= 1 && batch(c) <= cache_limit(c));
-            assert!(cache_limit(c) as usize * size_of(c) <= 64 * 1024);
         }
     }
 }

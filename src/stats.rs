@@ -1,22 +1,22 @@
 //! Statistics: a snapshot of what the pools hold, gathered without allocating, and `trim`.
 
-use crate::chunk::CHUNK_SIZE;
-use crate::pool::{self, POOLS};
-use crate::size_class::NUM_CLASSES;
-use crate::{large, os, thread_cache};
+use crate::chunk::{self, CHUNK_SIZE};
+use crate::size_class::{self, NUM_CLASSES};
+use crate::{heap, large, os, source};
 use core::fmt;
 
 /// Counters of one size class. Slots of a class's chunks are either `live` (held by the program),
-/// `cached` (free, parked in a thread cache or the pool's transfer cache) or `free` (in their chunk).
+/// `cached` (freed by a thread other than the chunk's owner, waiting on the chunk's remote-free list
+/// for the owner to collect) or `free` (on their chunk's free lists, or never used).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ClassStats {
     /// Bytes per slot.
     pub slot_size: usize,
-    /// Chunks the class's pool holds (in use or retained empty).
+    /// Chunks of the class: owned by threads, abandoned by exited threads, or retained empty.
     pub chunks: usize,
     /// Slots holding live blocks.
     pub live_slots: usize,
-    /// Free slots parked in thread caches and the pool's transfer cache.
+    /// Freed slots waiting on remote-free lists for their chunk's owner.
     pub cached_slots: usize,
     /// Free slots in their chunks (including never-used ones).
     pub free_slots: usize,
@@ -27,6 +27,8 @@ pub struct ClassStats {
     pub requested_bytes: usize,
     /// Empty chunks kept for reuse.
     pub retained_chunks: usize,
+    /// Chunks whose owning thread exited while they held live blocks, not yet adopted.
+    pub abandoned_chunks: usize,
 }
 
 impl ClassStats {
@@ -51,7 +53,7 @@ pub struct Stats {
     pub live_bytes: usize,
     /// Bytes requested by live small blocks (sum of their `Layout::size()`).
     pub requested_bytes: usize,
-    /// Bytes of free slots parked in caches.
+    /// Bytes of freed slots waiting on remote-free lists.
     pub cached_bytes: usize,
     /// Large blocks (served by the system allocator) currently live.
     pub large_blocks: usize,
@@ -63,7 +65,7 @@ pub struct Stats {
 
 /// Takes a snapshot of the allocator's counters. Allocates nothing.
 pub fn stats() -> Stats {
-    let threads = thread_cache::class_totals();
+    let threads = heap::class_totals();
     let mut s = Stats {
         classes: [ClassStats::default(); NUM_CLASSES],
         chunks: 0,
@@ -75,31 +77,28 @@ pub fn stats() -> Stats {
         large_bytes: 0,
         rss_bytes: None,
     };
-    for c in 0..NUM_CLASSES {
-        let (chunks, handed_out, retained, transfer) = POOLS[c].counts();
-        let (size, cap) = pool::geometry(c);
-        let (thread_cached, requested) = threads[c];
-        let cached = (transfer + thread_cached).min(handed_out);
+    // A snapshot racing with other threads can see a transiently "negative" sum: clamp it.
+    let clamp = |x: usize| if x > isize::MAX as usize { 0 } else { x };
+    for (c, &(live, requested, pending)) in threads.iter().enumerate() {
+        let (chunks, retained, abandoned) = source::counts(c);
+        let (size, cap) = (size_class::CLASS_SIZE[c], chunk::capacity_of(c));
+        let held = live.wrapping_add(pending);
         let cs = ClassStats {
             slot_size: size,
             chunks,
-            live_slots: handed_out - cached,
-            cached_slots: cached,
-            free_slots: chunks * cap - handed_out,
+            live_slots: clamp(live),
+            cached_slots: clamp(pending),
+            free_slots: (chunks * cap).saturating_sub(clamp(held)),
             reserved_bytes: chunks * CHUNK_SIZE,
-            // A snapshot racing with frees can see a transiently "negative" sum: clamp it.
-            requested_bytes: if requested > isize::MAX as usize {
-                0
-            } else {
-                requested
-            },
+            requested_bytes: clamp(requested),
             retained_chunks: retained,
+            abandoned_chunks: abandoned,
         };
         s.chunks += chunks;
         s.reserved_bytes += cs.reserved_bytes;
         s.live_bytes += cs.live_bytes();
         s.requested_bytes += cs.requested_bytes;
-        s.cached_bytes += cached * size;
+        s.cached_bytes += cs.cached_slots * size;
         s.classes[c] = cs;
     }
     (s.large_blocks, s.large_bytes) = large::counts();
@@ -107,14 +106,12 @@ pub fn stats() -> Stats {
     s
 }
 
-/// Returns to the OS everything that can go now: the calling thread's cached slots and the pools'
-/// transfer caches go back to their chunks, every empty chunk is released, and (with glibc) the
-/// system allocator trims its heap. Other threads' caches are untouched.
+/// Returns to the OS everything that can go now: the calling thread's empty chunks (after
+/// collecting their remote frees), abandoned chunks that became empty, every retained empty chunk,
+/// and (with glibc) the system allocator's free heap. Other threads' chunks are untouched.
 pub fn trim() {
-    thread_cache::flush_current_thread();
-    for p in POOLS.iter() {
-        p.trim();
-    }
+    heap::trim_current_thread();
+    source::trim();
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim has no preconditions.
     unsafe {

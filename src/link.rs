@@ -1,0 +1,164 @@
+//! How a free slot is written: its link word, and (with `hardened`) its free mark.
+//!
+//! Without the `hardened` feature every function here is the identity or a no-op, so the data path
+//! pays nothing. With it:
+//! - links are stored as `rotl(p ^ k1, k0) + k0` with per-process keys, so an overwritten link does
+//!   not point where an attacker chose, and a corrupted one is caught when it is decoded;
+//! - a free slot of 16 bytes or more carries a keyed tag of its own address in its second word and
+//!   the `0x1deadb0b` pattern in the rest of its first 64 bytes (`mark_free`); `hardened` checks the
+//!   tag on free (double free) and both on hand-out (write after free).
+//!
+//! This module knows nothing of chunks, so [`crate::chunk`] (below the checks) can write free slots.
+
+pub use imp::*;
+
+#[cfg(feature = "hardened")]
+mod imp {
+    use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+
+    /// Free slots are marked, links encoded.
+    pub const HARDENED: bool = true;
+
+    /// The pattern freed slots carry (the object-pool pattern's debug fill).
+    pub const POISON: u64 = 0x1deadb0b_1deadb0b;
+    /// Bytes of a freed slot that carry the free mark: its first cache line's worth.
+    pub const POISON_BYTES: usize = 64;
+    /// Poisoned words of a slot of at least [`POISON_BYTES`]: all but the link and the tag.
+    pub const POISON_WORDS: usize = POISON_BYTES / 8 - 2;
+
+    static K0: AtomicUsize = AtomicUsize::new(0);
+    static K1: AtomicUsize = AtomicUsize::new(0);
+    static K2: AtomicU64 = AtomicU64::new(0);
+
+    /// Draws the keys once, before the first chunk exists (so before any link is stored).
+    pub fn init() {
+        static ONCE: spin::Once<()> = spin::Once::new();
+        ONCE.call_once(|| {
+            let mut k = [0usize; 3];
+            // SAFETY: the buffer is valid for its size; getrandom may fill less on failure.
+            let n = unsafe { libc::getrandom(k.as_mut_ptr().cast(), size_of_val(&k), 0) };
+            if n != size_of_val(&k) as isize {
+                // Fall back to address-space randomisation and the clock.
+                let mut ts = libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 0,
+                };
+                // SAFETY: ts is a valid out-pointer.
+                unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+                let t = (ts.tv_sec as usize).wrapping_mul(1_000_000_007) ^ ts.tv_nsec as usize;
+                k = [
+                    t ^ (&K0 as *const _ as usize),
+                    t.rotate_left(29) ^ (init as *const () as usize),
+                    t.rotate_left(41) ^ (&K2 as *const _ as usize),
+                ];
+            }
+            // A zeroed word must decode to an address no link holds (at or above 2^47, never
+            // null): 8-byte blocks are zeroed when handed out, and must then not look free.
+            let k0 = k[0] | 1;
+            if (0usize.wrapping_sub(k0).rotate_right((k0 & 63) as u32) ^ k[1]) >> 47 == 0 {
+                k[1] ^= 1 << 63;
+            }
+            K0.store(k0, Relaxed);
+            K1.store(k[1], Relaxed);
+            // Never zero: a zeroed slot must not carry a free mark.
+            K2.store(k[2] as u64 | 1 << 63, Relaxed);
+        });
+    }
+
+    #[inline(always)]
+    pub fn encode<T>(p: *mut T) -> *mut T {
+        let (k0, k1) = (K0.load(Relaxed), K1.load(Relaxed));
+        p.map_addr(|a| (a ^ k1).rotate_left((k0 & 63) as u32).wrapping_add(k0))
+    }
+
+    #[inline(always)]
+    pub fn decode<T>(e: *mut T) -> *mut T {
+        let (k0, k1) = (K0.load(Relaxed), K1.load(Relaxed));
+        e.map_addr(|a| a.wrapping_sub(k0).rotate_right((k0 & 63) as u32) ^ k1)
+    }
+
+    /// The keyed tag a free slot at `p` carries in its second word.
+    #[inline(always)]
+    pub fn tag(p: *mut u8) -> u64 {
+        (p as u64).rotate_left(23) ^ K2.load(Relaxed)
+    }
+
+    /// Marks a free slot of `size` bytes: its tag in word 1 and the poison pattern in words 2.. of
+    /// its first 64 bytes (word 0 is the link). 8-byte slots have only the link.
+    ///
+    /// # Safety
+    /// `s` must be an 8-aligned free slot of `size` bytes that nobody else uses.
+    #[inline(always)]
+    pub unsafe fn mark_free(s: *mut u8, size: usize) {
+        if size >= 16 {
+            // SAFETY: forwarded.
+            unsafe { mark_free_tagged(s, size, tag(s)) }
+        }
+    }
+
+    /// [`mark_free`] of a slot of at least 16 bytes whose tag the caller has computed.
+    ///
+    /// # Safety
+    /// As for [`mark_free`], and `size >= 16`.
+    #[inline(always)]
+    pub unsafe fn mark_free_tagged(s: *mut u8, size: usize, tag: u64) {
+        let w = s.cast::<u64>();
+        // SAFETY: words 1 .. min(size, 64)/8 lie inside the slot (caller); slots are 8-aligned.
+        unsafe {
+            w.add(1).write(tag);
+            if size >= POISON_BYTES {
+                // The common case as one fixed-size store (vector moves, no loop).
+                w.add(2)
+                    .cast::<[u64; POISON_WORDS]>()
+                    .write([POISON; POISON_WORDS]);
+            } else {
+                for i in 2..size / 8 {
+                    w.add(i).write(POISON);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(not(feature = "hardened"))]
+mod imp {
+    /// Free slots are not marked, links are raw.
+    pub const HARDENED: bool = false;
+
+    #[inline(always)]
+    pub fn init() {}
+
+    #[inline(always)]
+    pub fn encode<T>(p: *mut T) -> *mut T {
+        p
+    }
+
+    #[inline(always)]
+    pub fn decode<T>(e: *mut T) -> *mut T {
+        e
+    }
+
+    /// # Safety
+    /// None needed: does nothing (the twin of the hardened version, which writes the slot).
+    #[inline(always)]
+    pub unsafe fn mark_free(_s: *mut u8, _size: usize) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn links_round_trip() {
+        init();
+        for a in [0usize, 8, 0x7fff_0000_1238, 0x5555_5555_5550] {
+            let p = core::ptr::without_provenance_mut::<u8>(a);
+            assert_eq!(decode(encode(p)), p);
+        }
+        // Hardened: a zeroed word never decodes to null or to a user-space address.
+        if HARDENED {
+            let z = decode(core::ptr::null_mut::<u8>()) as usize;
+            assert!(z >> 47 != 0);
+        }
+    }
+}

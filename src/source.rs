@@ -1,0 +1,486 @@
+//! Where chunks come from and where they go when no heap owns them.
+//!
+//! - **Regions**: chunks are carved from 4 MiB regions mapped at once (one mmap per 16 chunks). A
+//!   chunk whose pages went back to the OS (purged) is kept mapped, as a *spare*, for the next
+//!   request; only above [`SPARE_MAX`] spares is address space unmapped.
+//! - **Retained empty chunks**, per class: a chunk whose slots are all free. The first `retain` of
+//!   a class (default 1) are kept; the others wait the purge delay (250 ms by default) and are then
+//!   purged by the background purger thread, so a program that frees a heap and builds it again
+//!   soon after reuses the pages without faulting them in again, and one that frees everything and
+//!   goes idle still sees its RSS fall within a second, with no call. At most [`WAITING_MAX`]
+//!   chunks (16 MiB) wait at once process-wide.
+//! - **Abandoned chunks**, per class: chunks with live slots whose owning thread exited. A heap
+//!   that needs a chunk of the class adopts one; the purger (and `trim`) collects their remote
+//!   frees and releases those that became empty.
+//!
+//! Locks: one per class (its empty and abandoned lists), then the region lock; never the other
+//! way round. A chunk on a list here has no owner: the holder of the list's lock may touch every
+//! field of its header.
+
+use crate::chunk::{self, CHUNK_SIZE, Chunk};
+use crate::hardened;
+use crate::link;
+use crate::lock::Lock;
+use crate::os;
+use crate::size_class::NUM_CLASSES;
+use core::ptr;
+use core::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+
+/// Chunks mapped together in one region.
+const REGION_CHUNKS: usize = 16;
+/// Purged chunks kept mapped for reuse.
+const SPARE_MAX: usize = 1024;
+/// Empty chunks beyond the retained ones that may wait for the purger at once (16 MiB).
+const WAITING_MAX: usize = 64;
+
+/// Empty chunks each class keeps for reuse before giving further ones back to the OS.
+static RETAIN: AtomicUsize = AtomicUsize::new(1);
+
+/// Sets how many empty chunks each size class keeps indefinitely instead of returning them to the
+/// OS (default 1).
+pub fn set_retained_chunks(n: usize) {
+    RETAIN.store(n, Ordering::Relaxed);
+}
+
+/// Milliseconds an empty chunk beyond the retained ones waits before it goes back to the OS.
+static PURGE_DELAY_MS: AtomicUsize = AtomicUsize::new(250);
+
+/// Sets how long an empty chunk (beyond the retained ones) waits before its memory is returned to the
+/// OS (default 250 ms). Zero returns it the moment its last slot is freed and never starts the
+/// background purger thread.
+pub fn set_purge_delay_ms(ms: usize) {
+    PURGE_DELAY_MS.store(ms, Ordering::Relaxed);
+}
+
+/// Empty chunks waiting for the purger, all classes together.
+static WAITING: AtomicUsize = AtomicUsize::new(0);
+
+/// A coarse monotonic clock in milliseconds (wrapping), cheap enough for the slow path.
+pub fn now_ms() -> u32 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    (ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000) as u32
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Regions and spares.
+
+struct Regions {
+    /// Next unused chunk of the current region, and how many are left there.
+    cur: *mut u8,
+    left: usize,
+    /// Purged chunks ready for reuse (`spare[..nspare]`).
+    spare: [*mut u8; SPARE_MAX],
+    nspare: usize,
+}
+
+// SAFETY: the raw pointers name OS mappings owned by the source; access is serialised by the lock.
+unsafe impl Send for Regions {}
+
+static REGIONS: Lock<Regions> = Lock::new(Regions {
+    cur: ptr::null_mut(),
+    left: 0,
+    spare: [ptr::null_mut(); SPARE_MAX],
+    nspare: 0,
+});
+
+/// A zeroed chunk's base, or null when the OS has no memory.
+fn map_chunk() -> *mut u8 {
+    let mut r = REGIONS.lock();
+    if r.nspare > 0 {
+        r.nspare -= 1;
+        return r.spare[r.nspare];
+    }
+    if r.left == 0 {
+        let m = os::map_aligned(REGION_CHUNKS * CHUNK_SIZE, CHUNK_SIZE);
+        if m.is_null() {
+            // Fall back to a single chunk: the OS may have room for less.
+            drop(r);
+            let one = os::map_aligned(CHUNK_SIZE, CHUNK_SIZE);
+            if !one.is_null() {
+                let _r = REGIONS.lock();
+                hardened::register_chunks(one, CHUNK_SIZE);
+            }
+            return one;
+        }
+        hardened::register_chunks(m, REGION_CHUNKS * CHUNK_SIZE);
+        r.cur = m;
+        r.left = REGION_CHUNKS;
+    }
+    let p = r.cur;
+    r.left -= 1;
+    // SAFETY: p + CHUNK_SIZE stays within (or one past) the current region.
+    r.cur = unsafe { p.add(CHUNK_SIZE) };
+    p
+}
+
+/// Purges a chunk (its pages go back to the OS) and keeps it as a spare.
+///
+/// # Safety
+/// `c` must be a chunk of ours that nobody refers to any more.
+unsafe fn purge(c: *mut Chunk) {
+    let base = chunk::base(c);
+    // SAFETY: the chunk is ours and unused (caller); purging zeroes it, so its header reads as not
+    // live (magic 0) to the hardened checks.
+    unsafe { os::purge(base, CHUNK_SIZE) };
+    let mut r = REGIONS.lock();
+    if r.nspare < SPARE_MAX {
+        let n = r.nspare;
+        r.spare[n] = base;
+        r.nspare += 1;
+    } else {
+        drop(r);
+        // SAFETY: as above; the chunk is a whole, CHUNK_SIZE-aligned part of a mapping of ours.
+        // (With `hardened` its bit in the chunk map stays set; its header then faults if read,
+        // which is why the map is only consulted for pointers given to free.)
+        unsafe { os::unmap(base, CHUNK_SIZE) };
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Per-class lists.
+
+struct ClassLists {
+    /// Empty chunks, newest first, linked through `next`.
+    empty: *mut Chunk,
+    nempty: usize,
+    /// Abandoned chunks, doubly linked through `prev`/`next`.
+    abandoned: *mut Chunk,
+    nabandoned: usize,
+}
+
+// SAFETY: the lists hold chunks no heap owns; access is serialised by the lock.
+unsafe impl Send for ClassLists {}
+
+static CLASSES: [Lock<ClassLists>; NUM_CLASSES] = [const {
+    Lock::new(ClassLists {
+        empty: ptr::null_mut(),
+        nempty: 0,
+        abandoned: ptr::null_mut(),
+        nabandoned: 0,
+    })
+}; NUM_CLASSES];
+
+/// Chunks of each class that exist: owned by heaps, abandoned, or empty here.
+static CHUNKS: [AtomicUsize; NUM_CLASSES] = [const { AtomicUsize::new(0) }; NUM_CLASSES];
+
+/// Remote frees collected here (from abandoned chunks) per class, a wrapping count that the
+/// heaps' pending counters are offset by (see `heap::class_totals`).
+static COLLECTED: [AtomicUsize; NUM_CLASSES] = [const { AtomicUsize::new(0) }; NUM_CLASSES];
+
+/// A chunk of class `class` with no owner and no slot handed out (a retained empty one, else a
+/// fresh one), or null when out of memory.
+pub fn acquire(class: usize) -> *mut Chunk {
+    link::init();
+    {
+        let mut l = CLASSES[class].lock();
+        let c = l.empty;
+        if !c.is_null() {
+            // SAFETY: c heads the empty list; we hold its lock, so the chunk is ours to re-init (its
+            // slots are all free).
+            unsafe {
+                l.empty = (*c).next;
+                l.nempty -= 1;
+                drop(l);
+                WAITING.fetch_sub(1, Ordering::Relaxed);
+                return chunk::init(chunk::base(c), class);
+            }
+        }
+    }
+    let base = map_chunk();
+    if base.is_null() {
+        return ptr::null_mut();
+    }
+    CHUNKS[class].fetch_add(1, Ordering::Relaxed);
+    // SAFETY: a chunk from the regions is aligned, zeroed and ours alone.
+    unsafe { chunk::init(base, class) }
+}
+
+/// Takes back a chunk whose slots are all free: retained, waiting for the purger, or purged now.
+///
+/// # Safety
+/// `c` must be a live chunk that no heap owns, with `used == 0`, an empty remote list and no
+/// other reference to it.
+pub unsafe fn release(c: *mut Chunk) {
+    // SAFETY: the caller hands the chunk over.
+    let class = unsafe { (*c).class as usize };
+    let retain = RETAIN.load(Ordering::Relaxed);
+    let delay = PURGE_DELAY_MS.load(Ordering::Relaxed) > 0 && purger_running();
+    let mut l = CLASSES[class].lock();
+    if l.nempty < retain || delay && WAITING.load(Ordering::Relaxed) < WAITING_MAX {
+        WAITING.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: as above; we hold the class lock.
+        unsafe {
+            (*c).emptied_at = now_ms();
+            (*c).next = l.empty;
+        }
+        l.empty = c;
+        l.nempty += 1;
+        return;
+    }
+    drop(l);
+    CHUNKS[class].fetch_sub(1, Ordering::Relaxed);
+    // SAFETY: as above.
+    unsafe { purge(c) };
+}
+
+/// Puts a chunk with live slots on its class's abandoned list.
+///
+/// # Safety
+/// `c` must be a live chunk whose owner is gone (`owner` null) and that nobody else refers to.
+pub unsafe fn abandon(c: *mut Chunk) {
+    // SAFETY: the caller hands the chunk over.
+    let class = unsafe { (*c).class as usize };
+    let mut l = CLASSES[class].lock();
+    // SAFETY: we hold the class lock; the list's chunks are ours to relink.
+    unsafe {
+        (*c).prev = ptr::null_mut();
+        (*c).next = l.abandoned;
+        if !l.abandoned.is_null() {
+            (*l.abandoned).prev = c;
+        }
+    }
+    l.abandoned = c;
+    l.nabandoned += 1;
+}
+
+/// Takes an abandoned chunk of class `class` for the calling heap to adopt, or null.
+pub fn adopt(class: usize) -> *mut Chunk {
+    let mut l = CLASSES[class].lock();
+    let c = l.abandoned;
+    if !c.is_null() {
+        // SAFETY: c heads the abandoned list and we hold its lock.
+        unsafe { unlink_abandoned(&mut l, c) };
+    }
+    c
+}
+
+/// # Safety
+/// `c` must be on `l`'s abandoned list.
+unsafe fn unlink_abandoned(l: &mut ClassLists, c: *mut Chunk) {
+    // SAFETY: c and its neighbours are on the list, whose lock the caller holds.
+    unsafe {
+        let (p, n) = ((*c).prev, (*c).next);
+        if p.is_null() {
+            l.abandoned = n;
+        } else {
+            (*p).next = n;
+        }
+        if !n.is_null() {
+            (*n).prev = p;
+        }
+        (*c).prev = ptr::null_mut();
+        (*c).next = ptr::null_mut();
+    }
+    l.nabandoned -= 1;
+}
+
+/// Collects the remote frees of class `class`'s abandoned chunks and takes out those that became
+/// empty (linked through `next`; the caller releases or purges them).
+fn reap_abandoned(class: usize) -> *mut Chunk {
+    let mut l = CLASSES[class].lock();
+    let mut out: *mut Chunk = ptr::null_mut();
+    let mut c = l.abandoned;
+    let mut collected = 0u32;
+    while !c.is_null() {
+        // SAFETY: c is on the abandoned list, whose lock we hold: no heap owns it, so we may
+        // collect its remote frees (as an owner would) and relink it.
+        unsafe {
+            let next = (*c).next;
+            collected += chunk::collect_remote(c);
+            if (*c).used == 0 {
+                unlink_abandoned(&mut l, c);
+                (*c).next = out;
+                out = c;
+            }
+            c = next;
+        }
+    }
+    drop(l);
+    COLLECTED[class].fetch_add(collected as usize, Ordering::Relaxed);
+    out
+}
+
+/// Remote frees collected from abandoned chunks of class `class` so far (wrapping).
+pub fn collected(class: usize) -> usize {
+    COLLECTED[class].load(Ordering::Relaxed)
+}
+
+/// Releases each chunk of a list linked through `next` (`purge_now`: straight to the OS).
+///
+/// # Safety
+/// Every chunk on the list must satisfy [`release`]'s contract.
+unsafe fn release_list(mut c: *mut Chunk, purge_now: bool) {
+    while !c.is_null() {
+        // SAFETY: forwarded.
+        unsafe {
+            let next = (*c).next;
+            if purge_now {
+                CHUNKS[(*c).class as usize].fetch_sub(1, Ordering::Relaxed);
+                purge(c);
+            } else {
+                release(c);
+            }
+            c = next;
+        }
+    }
+}
+
+/// Purges the empty chunks of class `class` beyond the first `keep` that have been empty for
+/// `delay_ms` (every one beyond `keep` when `delay_ms` is zero).
+fn purge_empty(class: usize, keep: usize, now: u32, delay_ms: u32) {
+    let list = {
+        let mut l = CLASSES[class].lock();
+        if l.nempty <= keep {
+            return;
+        }
+        let mut out: *mut Chunk = ptr::null_mut();
+        let mut link: *mut *mut Chunk = &mut l.empty;
+        let (mut i, mut gone) = (0, 0);
+        // SAFETY: every chunk on the empty list is ours while we hold the lock.
+        unsafe {
+            while !(*link).is_null() {
+                let c = *link;
+                if i >= keep && now.wrapping_sub((*c).emptied_at) >= delay_ms {
+                    *link = (*c).next;
+                    (*c).next = out;
+                    out = c;
+                    gone += 1;
+                } else {
+                    link = &raw mut (*c).next;
+                    i += 1;
+                }
+            }
+        }
+        l.nempty -= gone;
+        WAITING.fetch_sub(gone, Ordering::Relaxed);
+        out
+    };
+    // SAFETY: the chunks left the empty list: empty, unowned, referred to by nobody.
+    unsafe { release_list(list, true) };
+}
+
+/// Returns everything returnable: abandoned chunks that became empty, and every empty chunk.
+pub fn trim() {
+    for class in 0..NUM_CLASSES {
+        let reaped = reap_abandoned(class);
+        // SAFETY: reaped chunks are empty and off every list.
+        unsafe { release_list(reaped, true) };
+        purge_empty(class, 0, 0, 0);
+    }
+}
+
+/// (chunks of the class, retained empty chunks, abandoned chunks).
+pub fn counts(class: usize) -> (usize, usize, usize) {
+    let l = CLASSES[class].lock();
+    (
+        CHUNKS[class].load(Ordering::Relaxed),
+        l.nempty,
+        l.nabandoned,
+    )
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The purger: a background thread that gives expired empty chunks back to the OS and reaps
+// abandoned chunks. It is a plain pthread (no Rust runtime, nothing allocated through us), started
+// the first time an empty chunk would wait for it; if it cannot be started, empty chunks beyond the
+// retained ones go back at once.
+
+/// 0: not started; 1: running; 2: could not be started.
+static PURGER: AtomicU8 = AtomicU8::new(0);
+
+/// Whether the purger runs (starting it if needed).
+fn purger_running() -> bool {
+    match PURGER.load(Ordering::Acquire) {
+        1 => true,
+        2 => false,
+        _ => start_purger(),
+    }
+}
+
+/// Starts the purger if it is not running yet (thread exit calls this: abandoned chunks need it).
+pub fn ensure_purger() {
+    if PURGE_DELAY_MS.load(Ordering::Relaxed) > 0 {
+        purger_running();
+    }
+}
+
+#[cold]
+fn start_purger() -> bool {
+    if PURGER
+        .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        return PURGER.load(Ordering::Acquire) == 1;
+    }
+    // SAFETY: attr and tid are valid out-pointers; the thread function lives forever and takes no
+    // argument. A small stack: the purger only walks lists and makes syscalls.
+    let ok = unsafe {
+        let mut attr: libc::pthread_attr_t = core::mem::zeroed();
+        let mut tid: libc::pthread_t = 0;
+        libc::pthread_attr_init(&mut attr);
+        libc::pthread_attr_setstacksize(&mut attr, 64 * 1024);
+        libc::pthread_attr_setdetachstate(&mut attr, libc::PTHREAD_CREATE_DETACHED);
+        let r = libc::pthread_create(&mut tid, &attr, purger_main, ptr::null_mut());
+        libc::pthread_attr_destroy(&mut attr);
+        r == 0
+    };
+    if !ok {
+        PURGER.store(2, Ordering::Release);
+    }
+    ok
+}
+
+extern "C" fn purger_main(_: *mut libc::c_void) -> *mut libc::c_void {
+    loop {
+        let delay = PURGE_DELAY_MS.load(Ordering::Relaxed);
+        let period = (delay / 2).clamp(10, 100);
+        let ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: (period * 1_000_000) as libc::c_long,
+        };
+        // SAFETY: ts is a valid timespec; a null remainder is allowed.
+        unsafe { libc::nanosleep(&ts, ptr::null_mut()) };
+        let now = now_ms();
+        let retain = RETAIN.load(Ordering::Relaxed);
+        for class in 0..NUM_CLASSES {
+            let reaped = reap_abandoned(class);
+            // SAFETY: reaped chunks are empty and off every list.
+            unsafe { release_list(reaped, false) };
+            purge_empty(class, retain, now, delay as u32);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// fork (see `heap::install_fork_handlers`, which takes these in the lock order).
+
+/// Takes every lock of the source for `fork`: the class locks in order, then the region lock.
+pub(crate) fn lock_for_fork() {
+    for l in CLASSES.iter() {
+        core::mem::forget(l.lock());
+    }
+    core::mem::forget(REGIONS.lock());
+}
+
+/// Releases the locks taken by [`lock_for_fork`]; in the child, forgets the purger thread (it
+/// does not exist there: the next empty chunk starts a new one).
+///
+/// # Safety
+/// Only after [`lock_for_fork`], by the same thread (or its forked child).
+pub(crate) unsafe fn unlock_after_fork(child: bool) {
+    // SAFETY: held by lock_for_fork, guards forgotten.
+    unsafe {
+        REGIONS.force_unlock();
+        for l in CLASSES.iter() {
+            l.force_unlock();
+        }
+    }
+    if child {
+        PURGER.store(0, Ordering::Relaxed);
+    }
+}
