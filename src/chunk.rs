@@ -116,7 +116,13 @@ pub struct Chunk {
     pub class: u32,
     /// On the owner's list of full chunks.
     pub in_full: bool,
-    _pad: [u8; 64 - 49],
+    _pad: [u8; 3],
+    /// The owner's free path takes its slow path when `used` drops to this value: 0 for a chunk on
+    /// the heap's list of chunks with free slots (it became empty), `capacity - 1` for a full one
+    /// (the first slot came back), never ([`NEVER`]) for the current chunk. One compare on the fast
+    /// path covers both events.
+    pub notify_at: u32,
+    _pad2: [u8; 64 - 56],
     /// Frees by other threads (a list of slots, linked like `free`), with the [`FULL`] bit.
     pub remote: AtomicUsize,
     /// `bump`, published for the `hardened` checks, which run on any thread: every slot below it
@@ -132,6 +138,9 @@ pub struct Chunk {
     /// When the chunk last became empty (`source::now_ms`), while the source holds it.
     pub emptied_at: u32,
 }
+
+/// `notify_at` of a chunk whose frees never need the slow path (the current chunk).
+pub const NEVER: u32 = u32::MAX;
 
 /// The header magic of a chunk in use.
 pub const LIVE: usize = 0x706f_6f6c_616c_6c63; // "poolallc"
@@ -192,7 +201,9 @@ pub unsafe fn init(base: *mut u8, class: usize) -> *mut Chunk {
             used: 0,
             class: class as u32,
             in_full: false,
-            _pad: [0; 64 - 49],
+            _pad: [0; 3],
+            notify_at: NEVER,
+            _pad2: [0; 64 - 56],
             remote: AtomicUsize::new(0),
             carved: AtomicUsize::new(base as usize),
             prev: ptr::null_mut(),

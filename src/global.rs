@@ -48,14 +48,14 @@ unsafe impl GlobalAlloc for PoolAlloc {
 
     #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        match class_of(layout.size(), layout.align()) {
-            Some(c) => {
-                hardened::on_free(ptr, c);
-                // SAFETY: the layout that allocated ptr maps to the same class (caller's contract).
-                unsafe { heap::dealloc(c, ptr, layout.size()) }
-            }
-            // SAFETY: likewise, a large block.
-            None => unsafe { large::dealloc(ptr, layout) },
+        if size_class::is_small(layout.size(), layout.align()) {
+            hardened::on_free(ptr, layout);
+            // SAFETY: ptr is a live small block (caller's contract); its chunk header names its
+            // class, which the layout's is (checked with `hardened`).
+            unsafe { heap::dealloc(ptr, layout.size()) }
+        } else {
+            // SAFETY: a large block; forwarded contract.
+            unsafe { large::dealloc(ptr, layout) }
         }
     }
 

@@ -281,7 +281,10 @@ mod imp {
 
     /// A slot of class `class` is being freed: it must be a live block of that class. Marks it free.
     #[inline]
-    pub fn on_free(p: *mut u8, class: usize) {
+    pub fn on_free(p: *mut u8, layout: core::alloc::Layout) {
+        let Some(class) = size_class::class_of(layout.size(), layout.align()) else {
+            return;
+        };
         slot_of(p, class, "free");
         let size = slot_size(class);
         if size < 16 {
@@ -465,7 +468,7 @@ mod imp {
     #[inline(always)]
     pub fn on_hand_out(_p: *mut u8, _class: usize) {}
     #[inline(always)]
-    pub fn on_free(_p: *mut u8, _class: usize) {}
+    pub fn on_free(_p: *mut u8, _layout: core::alloc::Layout) {}
     #[inline(always)]
     pub fn check_live(_p: *mut u8, _class: usize) {}
     #[inline(always)]

@@ -153,18 +153,20 @@ pub fn alloc(c: usize, size: usize) -> *mut u8 {
     }
 }
 
-/// Frees slot `p` of class `c`, allocated for `size` bytes.
+/// Frees slot `p`, allocated for `size` bytes.
 ///
 /// # Safety
-/// `p` must be a slot of class `c` handed out by this allocator and not used afterwards.
+/// `p` must be a slot handed out by this allocator and not used afterwards.
 #[inline(always)]
-pub unsafe fn dealloc(c: usize, p: *mut u8, size: usize) {
+pub unsafe fn dealloc(p: *mut u8, size: usize) {
     let h = this_heap();
     let ch = chunk::of(p);
     // SAFETY: p is a live slot, so its chunk header is live; `owner` is an atomic any thread may
-    // read. When it names this heap, this thread owns the chunk and may write its fields.
+    // read, `class` does not change while a slot is live. When `owner` names this heap, this
+    // thread owns the chunk and may write its fields.
     unsafe {
         let owner = (*ch).owner.load(Relaxed);
+        let c = (*ch).class as usize;
         if owner != h.cast() {
             return free_remote(h, owner, c, ch, p, size);
         }
@@ -176,7 +178,7 @@ pub unsafe fn dealloc(c: usize, p: *mut u8, size: usize) {
         let b = bin(h, c);
         bump(&(*b).live, usize::MAX);
         bump(&(*b).requested, size.wrapping_neg());
-        if used == 0 || (*ch).in_full {
+        if used == (*ch).notify_at {
             free_slow(h, c, ch);
         }
     }
@@ -259,6 +261,7 @@ unsafe fn refill(h: *mut Heap, c: usize) -> *mut Chunk {
                     continue;
                 }
                 (*ch).in_full = true;
+                (*ch).notify_at = (*ch).used - 1;
                 push(&raw mut (*b).full, ch);
                 (*b).current = chunk::dummy();
             }
@@ -269,7 +272,7 @@ unsafe fn refill(h: *mut Heap, c: usize) -> *mut Chunk {
             let next = (*b).avail;
             if !next.is_null() {
                 unlink(&raw mut (*b).avail, next);
-                (*b).current = next;
+                make_current(b, next);
                 continue;
             }
             // An abandoned chunk of this class (a few at most: they may all be full).
@@ -278,7 +281,7 @@ unsafe fn refill(h: *mut Heap, c: usize) -> *mut Chunk {
                 if !a.is_null() {
                     adopted += 1;
                     (*a).owner.store(h.cast(), Relaxed);
-                    (*b).current = a;
+                    make_current(b, a);
                     continue;
                 }
             }
@@ -287,7 +290,7 @@ unsafe fn refill(h: *mut Heap, c: usize) -> *mut Chunk {
                 return ptr::null_mut();
             }
             (*n).owner.store(h.cast(), Relaxed);
-            (*b).current = n;
+            make_current(b, n);
         }
     }
 }
@@ -326,7 +329,7 @@ unsafe fn unfull_hinted(h: *mut Heap, c: usize) {
                 if (*ch).used == 0 {
                     retire(ch);
                 } else {
-                    push(&raw mut (*b).avail, ch);
+                    push_avail(b, ch);
                 }
             }
             ch = next;
@@ -334,7 +337,8 @@ unsafe fn unfull_hinted(h: *mut Heap, c: usize) {
     }
 }
 
-/// The owner freed a slot into a chunk that is now empty or was full.
+/// The owner freed a slot into a chunk whose `used` reached `notify_at`: the first free into a
+/// full chunk, or the last live slot of a chunk on the avail list.
 #[cold]
 #[inline(never)]
 unsafe fn free_slow(h: *mut Heap, c: usize, ch: *mut Chunk) {
@@ -347,15 +351,15 @@ unsafe fn free_slow(h: *mut Heap, c: usize, ch: *mut Chunk) {
             // A remote free may have cleared FULL already (and hinted us): either way it is gone.
             (*ch).remote.fetch_and(!chunk::FULL, Relaxed);
             if (*b).current == chunk::dummy() {
-                (*b).current = ch;
-                return;
+                make_current(b, ch);
+            } else {
+                push_avail(b, ch);
             }
-            push(&raw mut (*b).avail, ch);
-        }
-        if (*ch).used == 0 && ch != (*b).current {
+        } else if (*ch).used == 0 {
+            // On the avail list, now empty: give it back, unless the class has no current chunk.
             unlink(&raw mut (*b).avail, ch);
             if (*b).current == chunk::dummy() {
-                (*b).current = ch;
+                make_current(b, ch);
             } else {
                 retire(ch);
             }
@@ -411,7 +415,31 @@ unsafe fn free_remote(
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Chunk lists of a bin (doubly linked through the chunks' prev/next).
+// Chunk lists of a bin (doubly linked through the chunks' prev/next), and each place's `notify_at`.
+
+/// Makes `ch` (on no list) the current chunk of bin `b`.
+///
+/// # Safety
+/// The caller owns `ch` and `b`.
+unsafe fn make_current(b: *mut Bin, ch: *mut Chunk) {
+    // SAFETY: forwarded.
+    unsafe {
+        (*ch).notify_at = chunk::NEVER;
+        (*b).current = ch;
+    }
+}
+
+/// Puts `ch` (on no list, with live slots) on bin `b`'s list of chunks with free slots.
+///
+/// # Safety
+/// The caller owns `ch` and `b`.
+unsafe fn push_avail(b: *mut Bin, ch: *mut Chunk) {
+    // SAFETY: forwarded.
+    unsafe {
+        (*ch).notify_at = 0;
+        push(&raw mut (*b).avail, ch);
+    }
+}
 
 /// # Safety
 /// `ch` is owned by the caller and on no list; `head` is a list of the caller's.

@@ -87,6 +87,13 @@ pub fn class_of(size: usize, align: usize) -> Option<usize> {
     }
 }
 
+/// True when `size` bytes aligned to `align` are served from a class (the test `class_of` makes,
+/// without finding the class: the free path reads the class from the chunk header instead).
+#[inline(always)]
+pub fn is_small(size: usize, align: usize) -> bool {
+    (size + align - 1) & !(align - 1) <= MAX_SMALL
+}
+
 /// Slot size of class `c`.
 #[inline(always)]
 pub fn size_of(c: usize) -> usize {
@@ -143,6 +150,7 @@ mod tests {
         while align <= 2 * MAX_SMALL {
             let mut s = 1;
             while s <= MAX_SMALL {
+                assert_eq!(is_small(s, align), class_of(s, align).is_some());
                 match class_of(s, align) {
                     Some(c) => {
                         let slot = size_of(c);
