@@ -1,5 +1,5 @@
 //! A chunk: a [`CHUNK_SIZE`]-aligned region of equal slots of one size class, owned by one thread's
-//! heap at a time, with its header in the last [`HEADER_SIZE`] bytes.
+//! heap at a time, with its header in the last [`HEADER_SIZE`] (192) bytes.
 //!
 //! ```text
 //!  chunk base (aligned to 256 KiB)                                      base + CHUNK_SIZE
@@ -57,7 +57,7 @@ pub const CHUNK_SHIFT: usize = 18;
 /// Size and alignment of every chunk: 256 KiB (see the module docs).
 pub const CHUNK_SIZE: usize = 1 << CHUNK_SHIFT;
 /// Bytes at the end of every chunk for its header.
-pub const HEADER_SIZE: usize = 128;
+pub const HEADER_SIZE: usize = 192;
 /// Bytes of never-used slots carved onto the free list at a time (at least one slot).
 const EXTEND_BYTES: usize = 4096;
 
@@ -97,46 +97,52 @@ impl FreeSlot {
     }
 }
 
-/// The header of a chunk. The first cache line is the owner's; the second holds `remote`, which
-/// other threads write, and fields the fast paths do not touch.
+/// The header of a chunk, three cache lines: fields every free reads (and nobody writes while
+/// slots are live), the owner's working fields, and `remote`, which other threads write. So a
+/// remote free reads the first line and writes the third, and never takes the owner's line away
+/// from it (a producer thread allocating while a consumer frees its blocks would otherwise bounce
+/// that line between their cores on every pair).
 #[repr(C)]
 pub struct Chunk {
+    /// The owning heap (opaque here), or null while no heap owns the chunk.
+    pub owner: AtomicPtr<u8>,
+    /// Size class of every slot.
+    pub class: u32,
+    /// Number of slots: `(CHUNK_SIZE - HEADER_SIZE) / slot_size`.
+    pub capacity: u32,
+    /// [`LIVE`] while the chunk holds slots of its class; zero once released.
+    pub magic: usize,
+    /// `bump`, published for the `hardened` checks, which run on any thread: every slot below it
+    /// has been carved, every slot at or above it never was.
+    pub carved: AtomicUsize,
+    _pad0: [u8; 32],
+
     /// Free slots the owner hands out next.
     pub free: *mut FreeSlot,
     /// Free slots the owner returned since `free` was last refilled.
     pub local_free: *mut FreeSlot,
-    /// The owning heap (opaque here), or null while no heap owns the chunk.
-    pub owner: AtomicPtr<u8>,
     /// The first never-carved slot, and one past the last slot.
     pub bump: *mut u8,
     pub end: *mut u8,
+    /// Links of the list that holds the chunk (a heap's, or the chunk source's).
+    pub prev: *mut Chunk,
+    pub next: *mut Chunk,
     /// Slots handed out plus slots on `remote` (see the module docs).
     pub used: u32,
-    /// Size class of every slot.
-    pub class: u32,
-    /// On the owner's list of full chunks.
-    pub in_full: bool,
-    _pad: [u8; 3],
     /// The owner's free path takes its slow path when `used` drops to this value: 0 for a chunk on
     /// the heap's list of chunks with free slots (it became empty), `capacity - 1` for a full one
     /// (the first slot came back), never ([`NEVER`]) for the current chunk. One compare on the fast
     /// path covers both events.
     pub notify_at: u32,
-    _pad2: [u8; 64 - 56],
-    /// Frees by other threads (a list of slots, linked like `free`), with the [`FULL`] bit.
-    pub remote: AtomicUsize,
-    /// `bump`, published for the `hardened` checks, which run on any thread: every slot below it
-    /// has been carved, every slot at or above it never was.
-    pub carved: AtomicUsize,
-    /// Links of the list that holds the chunk (a heap's, or the chunk source's).
-    pub prev: *mut Chunk,
-    pub next: *mut Chunk,
-    /// [`LIVE`] while the chunk holds slots of its class; zero once released.
-    pub magic: usize,
-    /// Number of slots: `(CHUNK_SIZE - HEADER_SIZE) / slot_size`.
-    pub capacity: u32,
     /// When the chunk last became empty (`source::now_ms`), while the source holds it.
     pub emptied_at: u32,
+    /// On the owner's list of full chunks.
+    pub in_full: bool,
+    _pad1: [u8; 3],
+
+    /// Frees by other threads (a list of slots, linked like `free`), with the [`FULL`] bit.
+    pub remote: AtomicUsize,
+    _pad2: [u8; 56],
 }
 
 /// `notify_at` of a chunk whose frees never need the slow path (the current chunk).
@@ -145,8 +151,10 @@ pub const NEVER: u32 = u32::MAX;
 /// The header magic of a chunk in use.
 pub const LIVE: usize = 0x706f_6f6c_616c_6c63; // "poolallc"
 
-const _: () = assert!(core::mem::size_of::<Chunk>() <= HEADER_SIZE);
-const _: () = assert!(core::mem::offset_of!(Chunk, remote) == 64);
+const _: () = assert!(core::mem::size_of::<Chunk>() == HEADER_SIZE);
+const _: () = assert!(core::mem::offset_of!(Chunk, free) == 64);
+const _: () = assert!(core::mem::offset_of!(Chunk, remote) == 128);
+const _: () = assert!((CHUNK_SIZE - HEADER_SIZE) % 64 == 0);
 const _: () = assert!(size_class::MAX_SMALL * 7 <= CHUNK_SIZE - HEADER_SIZE);
 
 /// Slots of class `c` in one chunk.
@@ -190,27 +198,28 @@ pub unsafe fn init(base: *mut u8, class: usize) -> *mut Chunk {
     let cap = capacity_of(class);
     let c = of(base);
     // SAFETY: the header lies inside the chunk, which the caller gives us exclusively; its address
-    // is 64-aligned (CHUNK_SIZE - HEADER_SIZE is a multiple of 64).
+    // is 64-aligned (CHUNK_SIZE - HEADER_SIZE is a multiple of 64, asserted above).
     unsafe {
         c.write(Chunk {
+            owner: AtomicPtr::new(ptr::null_mut()),
+            class: class as u32,
+            capacity: cap as u32,
+            magic: LIVE,
+            carved: AtomicUsize::new(base as usize),
+            _pad0: [0; 32],
             free: ptr::null_mut(),
             local_free: ptr::null_mut(),
-            owner: AtomicPtr::new(ptr::null_mut()),
             bump: base,
             end: base.add(cap * size_class::CLASS_SIZE[class]),
-            used: 0,
-            class: class as u32,
-            in_full: false,
-            _pad: [0; 3],
-            notify_at: NEVER,
-            _pad2: [0; 64 - 56],
-            remote: AtomicUsize::new(0),
-            carved: AtomicUsize::new(base as usize),
             prev: ptr::null_mut(),
             next: ptr::null_mut(),
-            magic: LIVE,
-            capacity: cap as u32,
+            used: 0,
+            notify_at: NEVER,
             emptied_at: 0,
+            in_full: false,
+            _pad1: [0; 3],
+            remote: AtomicUsize::new(0),
+            _pad2: [0; 56],
         });
     }
     c

@@ -13,7 +13,7 @@
 //! - **slot**: one fixed-size block of a class; a free slot links to the next free one through its
 //!   first word.
 //! - **chunk**: a 256 KiB region aligned to its size, holding slots of one class and, in its last
-//!   128 bytes, a header. A slot's chunk is found by masking its address.
+//!   192 bytes, a header. A slot's chunk is found by masking its address.
 //! - **heap**: per thread, one pool per class: the chunks the thread owns. The fast path pops and
 //!   pushes a chunk's free lists with no lock and no atomic.
 //! - **remote free**: a free by a thread other than the chunk's owner: one atomic push onto the
