@@ -1,5 +1,6 @@
 //! The shadow-model interpreter (tests/shadow) on seeded inputs and on every regression input the
-//! fuzzer ever found, against PoolAlloc called directly, on one thread and on two at once.
+//! fuzzer ever found, against PoolAlloc called directly: on one thread, on two at once, and with
+//! the operations of one model spread over worker threads that come and go (`run_threaded`).
 
 #[path = "shadow/seed.rs"]
 mod seed;
@@ -32,6 +33,26 @@ fn two_threads_at_once() {
         .collect();
     for h in hs {
         h.join().unwrap();
+    }
+}
+
+#[test]
+fn threaded_seeded_inputs() {
+    let n = if cfg!(debug_assertions) { 60 } else { 300 };
+    for seed in 0..n {
+        shadow::run_threaded(&P, &input(5000 + seed, 2048));
+    }
+}
+
+#[test]
+fn threaded_fuzz_regressions() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/regressions/threaded");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return; // none found yet
+    };
+    for e in entries {
+        let path = e.unwrap().path();
+        shadow::run_threaded(&P, &std::fs::read(&path).unwrap());
     }
 }
 

@@ -156,67 +156,186 @@ impl<'a, A: GlobalAlloc> Shadow<'a, A> {
         let mut seed = 0u8;
         while !input.done() {
             seed = seed.wrapping_add(1);
-            match input.byte() % 8 {
-                0..=2 => {
-                    let (size, align) = (input.size(), input.align());
-                    if self.live_bytes + size > LIVE_LIMIT {
-                        continue;
-                    }
-                    let l = Layout::from_size_align(size, align).unwrap();
-                    // SAFETY: non-zero size.
-                    let p = unsafe { self.alloc.alloc(l) };
-                    self.admit(p, Block { size, align, seed });
-                }
-                3 => {
-                    let (size, align) = (input.size(), input.align());
-                    if self.live_bytes + size > LIVE_LIMIT {
-                        continue;
-                    }
-                    let l = Layout::from_size_align(size, align).unwrap();
-                    // SAFETY: non-zero size.
-                    let p = unsafe { self.alloc.alloc_zeroed(l) };
-                    assert!(!p.is_null());
-                    // SAFETY: p holds size bytes.
-                    let zeroed = unsafe { std::slice::from_raw_parts(p, size) };
-                    assert!(
-                        zeroed.iter().all(|&x| x == 0),
-                        "alloc_zeroed({size}, {align}) not zero"
-                    );
-                    self.admit(p, Block { size, align, seed });
-                }
-                4..=5 => {
-                    let k = input.u16();
-                    let new = input.size();
-                    let Some(a) = self.pick(k) else { continue };
-                    if self.live_bytes + new > LIVE_LIMIT + self.live[&a].size {
-                        continue;
-                    }
-                    let b = self.live.remove(&a).unwrap();
-                    self.live_bytes -= b.size;
-                    verify(a as *mut u8, b.seed, b.size, b.size, "before realloc");
-                    let l = Layout::from_size_align(b.size, b.align).unwrap();
-                    // SAFETY: a was allocated with l; new > 0 and fits a layout with this align.
-                    let p = unsafe { self.alloc.realloc(a as *mut u8, l, new) };
-                    assert!(!p.is_null(), "realloc to {new} B failed");
-                    verify(p, b.seed, b.size.min(new), b.size, "after realloc");
-                    let nb = Block {
-                        size: new,
-                        align: b.align,
-                        seed: b.seed,
-                    };
-                    // Rewrite the whole pattern for the new size (offsets depend on the size).
-                    self.admit(p, nb);
-                }
-                _ => {
-                    let k = input.u16();
-                    if let Some(a) = self.pick(k) {
-                        self.free(a);
-                    }
-                }
-            }
+            let op = Op::decode(&mut input, seed);
+            self.apply(op);
         }
+        self.free_all();
+    }
+
+    /// Frees every live block.
+    pub fn free_all(&mut self) {
         while let Some(a) = self.pick(0) {
             self.free(a);
         }
     }
+
+    /// Runs one operation and checks it against the model.
+    pub fn apply(&mut self, op: Op) {
+        match op {
+            Op::Alloc { size, align, seed } => {
+                if self.live_bytes + size > LIVE_LIMIT {
+                    return;
+                }
+                let l = Layout::from_size_align(size, align).unwrap();
+                // SAFETY: non-zero size.
+                let p = unsafe { self.alloc.alloc(l) };
+                self.admit(p, Block { size, align, seed });
+            }
+            Op::Zeroed { size, align, seed } => {
+                if self.live_bytes + size > LIVE_LIMIT {
+                    return;
+                }
+                let l = Layout::from_size_align(size, align).unwrap();
+                // SAFETY: non-zero size.
+                let p = unsafe { self.alloc.alloc_zeroed(l) };
+                assert!(!p.is_null());
+                // SAFETY: p holds size bytes.
+                let zeroed = unsafe { std::slice::from_raw_parts(p, size) };
+                assert!(
+                    zeroed.iter().all(|&x| x == 0),
+                    "alloc_zeroed({size}, {align}) not zero"
+                );
+                self.admit(p, Block { size, align, seed });
+            }
+            Op::Realloc { k, new } => {
+                let Some(a) = self.pick(k) else { return };
+                if self.live_bytes + new > LIVE_LIMIT + self.live[&a].size {
+                    return;
+                }
+                let b = self.live.remove(&a).unwrap();
+                self.live_bytes -= b.size;
+                verify(a as *mut u8, b.seed, b.size, b.size, "before realloc");
+                let l = Layout::from_size_align(b.size, b.align).unwrap();
+                // SAFETY: a was allocated with l; new > 0 and fits a layout with this align.
+                let p = unsafe { self.alloc.realloc(a as *mut u8, l, new) };
+                assert!(!p.is_null(), "realloc to {new} B failed");
+                verify(p, b.seed, b.size.min(new), b.size, "after realloc");
+                let nb = Block {
+                    size: new,
+                    align: b.align,
+                    seed: b.seed,
+                };
+                // Rewrite the whole pattern for the new size (offsets depend on the size).
+                self.admit(p, nb);
+            }
+            Op::Free { k } => {
+                if let Some(a) = self.pick(k) {
+                    self.free(a);
+                }
+            }
+        }
+    }
+}
+
+/// One operation of the interpreter, decoded from the input.
+pub enum Op {
+    Alloc {
+        size: usize,
+        align: usize,
+        seed: u8,
+    },
+    Zeroed {
+        size: usize,
+        align: usize,
+        seed: u8,
+    },
+    /// Reallocate the `k`-th live block (modulo their number) to `new` bytes.
+    Realloc {
+        k: usize,
+        new: usize,
+    },
+    /// Free the `k`-th live block.
+    Free {
+        k: usize,
+    },
+}
+
+impl Op {
+    fn decode(input: &mut Input, seed: u8) -> Op {
+        match input.byte() % 8 {
+            0..=2 => Op::Alloc {
+                size: input.size(),
+                align: input.align(),
+                seed,
+            },
+            3 => Op::Zeroed {
+                size: input.size(),
+                align: input.align(),
+                seed,
+            },
+            4..=5 => Op::Realloc {
+                k: input.u16(),
+                new: input.size(),
+            },
+            _ => Op::Free { k: input.u16() },
+        }
+    }
+}
+
+/// The same interpreter with threads: the input's first byte chooses 2 to 4 worker threads, and
+/// each operation's own first byte which worker runs it (or that the worker exits and a fresh
+/// thread takes its place). So blocks allocated on one thread are freed, reallocated and checked
+/// on another, and threads exit while others still hold their blocks (their chunks are abandoned
+/// and freed into). The driver waits for each operation, so a run is as deterministic as the
+/// single-threaded one and the model stays exact.
+pub fn run_threaded<A: GlobalAlloc + Sync>(alloc: &A, data: &[u8]) {
+    use std::sync::Mutex;
+    use std::sync::mpsc::{Receiver, Sender, channel};
+
+    /// A worker, running operations until its channel closes, and how to reach it: its operation
+    /// channel, its completion channel (closed if it panics) and its thread.
+    type Worker<'scope> = (
+        Sender<Op>,
+        Receiver<()>,
+        std::thread::ScopedJoinHandle<'scope, ()>,
+    );
+    fn spawn_worker<'scope, 'env, 'a: 'scope, A: GlobalAlloc + Sync>(
+        s: &'scope std::thread::Scope<'scope, 'env>,
+        shadow: &'scope Mutex<Shadow<'a, A>>,
+    ) -> Worker<'scope> {
+        let (tx, rx): (Sender<Op>, Receiver<Op>) = channel();
+        let (done_tx, done_rx) = channel();
+        let h = s.spawn(move || {
+            for op in rx {
+                shadow.lock().unwrap().apply(op);
+                done_tx.send(()).unwrap();
+            }
+        });
+        (tx, done_rx, h)
+    }
+
+    let mut input = Input(data);
+    let n = 2 + usize::from(input.byte()) % 3;
+    let shadow = Mutex::new(Shadow::new(alloc));
+    std::thread::scope(|s| {
+        let mut workers: Vec<Worker> = (0..n).map(|_| spawn_worker(s, &shadow)).collect();
+        let mut seed = 0u8;
+        while !input.done() {
+            let who = usize::from(input.byte());
+            let w = who % n;
+            if who >= 240 {
+                // This worker exits (its thread ends while its blocks live on) and a fresh one
+                // takes its place.
+                let (tx, _, h) = std::mem::replace(&mut workers[w], spawn_worker(s, &shadow));
+                drop(tx);
+                h.join().unwrap();
+                continue;
+            }
+            seed = seed.wrapping_add(1);
+            let op = Op::decode(&mut input, seed);
+            workers[w].0.send(op).unwrap();
+            if workers[w].1.recv().is_err() {
+                // The worker panicked: its thread's join reports the panic.
+                let (_, _, h) = workers.swap_remove(w);
+                let e = h.join().unwrap_err();
+                std::panic::resume_unwind(e);
+            }
+        }
+        for (tx, _, h) in workers {
+            drop(tx);
+            h.join().unwrap();
+        }
+    });
+    // Whatever is left is freed by this thread, which allocated none of it.
+    shadow.into_inner().unwrap().free_all();
 }
