@@ -176,6 +176,8 @@ struct Extra {
     /// RSS right after everything was freed, and one second later.
     rss_freed: Option<usize>,
     rss_freed_1s: Option<usize>,
+    /// Time spent outside the measured work (reading input files), subtracted from the time.
+    setup: Duration,
 }
 
 /// Samples RSS every 10 ms on a thread of its own until dropped; the samples go to the child's
@@ -491,6 +493,196 @@ fn rust_collections(p: Params) -> Extra {
 }
 
 // ------------------------------------------------------------------------------------------------
+// Threads, and real programs: published crates doing their ordinary job on real input.
+
+/// threads: thousands of short threads (500 × scale, `threads` at a time), each allocating and
+/// freeing a little and leaving a third of its blocks to a long-lived thread that drops them.
+fn threads(p: Params) -> Extra {
+    let (tx, rx) = mpsc::channel::<Vec<Box<[u8]>>>();
+    let sink = std::thread::spawn(move || {
+        let mut n = 0usize;
+        for v in rx {
+            n += v.len();
+        }
+        n
+    });
+    for wave in 0..500 * p.scale / p.threads {
+        let hs: Vec<_> = (0..p.threads)
+            .map(|t| {
+                let tx = tx.clone();
+                std::thread::spawn(move || {
+                    let mut r = Rng::new((wave * 64 + t) as u64);
+                    let mut keep = Vec::new();
+                    for i in 0..300 {
+                        let b = block(r.range(8, 600), i as u8);
+                        if i % 3 == 0 {
+                            keep.push(b);
+                        } else {
+                            check(&b, i as u8);
+                        }
+                    }
+                    let s: String = (0..50).map(|i| format!("{i},")).collect();
+                    std::hint::black_box(s);
+                    tx.send(keep).unwrap();
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+    }
+    drop(tx);
+    std::hint::black_box(sink.join().unwrap());
+    Extra::default()
+}
+
+/// The `.rs` files of the crates in cargo's registry source cache (the sources of this benchmark's
+/// own dependencies, so every machine that built it has them), sorted by path, up to `cap` bytes.
+fn rust_sources(cap: usize) -> Vec<String> {
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
+        .expect("neither CARGO_HOME nor HOME is set");
+    let mut files = Vec::new();
+    let mut dirs = vec![home.join("registry").join("src")];
+    while let Some(d) = dirs.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let path = e.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|x| x == "rs") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    let mut out = Vec::new();
+    let mut total = 0;
+    for f in files {
+        if total >= cap {
+            break;
+        }
+        if let Ok(text) = std::fs::read_to_string(&f) {
+            // Generated tables (hundreds of KiB of literals) say little about a parser's heap.
+            if text.len() <= 256 * 1024 {
+                total += text.len();
+                out.push(text);
+            }
+        }
+    }
+    assert!(
+        total >= cap / 2,
+        "found only {total} bytes of Rust sources under {}: build the benchmark first (its \
+         dependencies' sources are the input)",
+        home.display()
+    );
+    out
+}
+
+/// syn-parse: `syn` parses a few MB of real Rust sources into full ASTs, kept until all are parsed
+/// (a compiler front end's peak), then dropped; twice.
+fn syn_parse(p: Params) -> Extra {
+    let t = Instant::now();
+    let sources = rust_sources(1_500_000 * p.scale);
+    let setup = t.elapsed();
+    let mut parsed = 0;
+    for _ in 0..2 {
+        let asts: Vec<syn::File> = sources
+            .iter()
+            .filter_map(|s| syn::parse_file(s).ok())
+            .collect();
+        parsed = asts.len();
+        std::hint::black_box(&asts);
+    }
+    assert!(parsed * 2 >= sources.len(), "most sources must parse");
+    Extra {
+        setup,
+        ..Extra::default()
+    }
+}
+
+/// json-roundtrip: `serde_json` parses a real document (this package's `cargo metadata`, a few
+/// MB, written by the parent) into a `Value`, serialises it and parses it back, several times.
+fn json_roundtrip(p: Params) -> Extra {
+    let t = Instant::now();
+    let path = std::env::var("POOLALLOC_JSON").expect("the parent passes the JSON document");
+    let text = std::fs::read_to_string(&path).expect("cannot read the JSON document");
+    let setup = t.elapsed();
+    for round in 0..10 * p.scale {
+        let v: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+        let out = serde_json::to_string(&v).unwrap();
+        let back: serde_json::Value = serde_json::from_str(&out).unwrap();
+        if round == 0 {
+            assert_eq!(v, back, "the round trip must give the same document");
+        }
+        std::hint::black_box((v, back));
+    }
+    Extra {
+        setup,
+        ..Extra::default()
+    }
+}
+
+/// rayon-drop: a `rayon` job counts the words of every source file in parallel into per-file
+/// maps; another (plain) thread receives the results and drops them.
+fn rayon_drop(p: Params) -> Extra {
+    use rayon::prelude::*;
+    let t = Instant::now();
+    let sources = rust_sources(1_000_000 * p.scale);
+    let setup = t.elapsed();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(p.threads)
+        .build()
+        .unwrap();
+    let (tx, rx) = mpsc::channel::<Vec<BTreeMap<String, usize>>>();
+    let dropper = std::thread::spawn(move || rx.into_iter().map(|v| v.len()).sum::<usize>());
+    for _ in 0..3 {
+        let counts: Vec<BTreeMap<String, usize>> = pool.install(|| {
+            sources
+                .par_iter()
+                .map(|s| {
+                    let mut m = BTreeMap::new();
+                    for w in s.split(|c: char| !c.is_alphanumeric() && c != '_') {
+                        if !w.is_empty() {
+                            *m.entry(w.to_string()).or_insert(0) += 1;
+                        }
+                    }
+                    m
+                })
+                .collect()
+        });
+        tx.send(counts).unwrap();
+    }
+    drop(tx);
+    std::hint::black_box(dropper.join().unwrap());
+    Extra {
+        setup,
+        ..Extra::default()
+    }
+}
+
+/// Writes this package's `cargo metadata` (a real JSON document of a few MB) for `json-roundtrip`.
+fn write_json_input() -> PathBuf {
+    let path = out_dir().join("metadata.json");
+    if path.exists() {
+        return path;
+    }
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let out = Command::new(cargo)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["metadata", "--format-version", "1"])
+        .output()
+        .expect("cannot run cargo metadata");
+    assert!(out.status.success(), "cargo metadata failed");
+    std::fs::create_dir_all(out_dir()).unwrap();
+    std::fs::write(&path, &out.stdout).unwrap();
+    path
+}
+
+// ------------------------------------------------------------------------------------------------
 // Fragmentation workloads: peak RSS against the peak of live requested bytes, and RSS after free.
 
 /// Measures RSS right after everything was freed and one second later.
@@ -598,6 +790,10 @@ const WORKLOADS: &[(&str, Workload, bool)] = &[
     ("mstress", mstress, false),
     ("sh6bench", sh6bench, false),
     ("rust-collections", rust_collections, false),
+    ("threads", threads, false),
+    ("syn-parse", syn_parse, false),
+    ("json-roundtrip", json_roundtrip, false),
+    ("rayon-drop", rayon_drop, false),
     ("frag-fill-free90", frag_fill_free90, true),
     ("frag-long-short", frag_long_short, true),
     ("frag-drift", frag_drift, true),
@@ -624,7 +820,9 @@ fn child(workload: &str) {
     let t = Instant::now();
     let e = f(Params { threads, scale });
     // Fragmentation workloads include one second of waiting after free: not part of their time.
-    let secs = t.elapsed().as_secs_f64() - if e.rss_freed_1s.is_some() { 1.0 } else { 0.0 };
+    let secs = t.elapsed().as_secs_f64()
+        - if e.rss_freed_1s.is_some() { 1.0 } else { 0.0 }
+        - e.setup.as_secs_f64();
     let samples = sampler.map(Sampler::finish).unwrap_or_default();
     let samples: Vec<String> = samples.iter().map(|(ms, r)| format!("{ms}:{r}")).collect();
     println!(
@@ -713,6 +911,7 @@ fn main() {
     let (rounds, scale) = if quick { (1, 1) } else { (5, 4) };
     let exe = std::env::current_exe().unwrap();
     let hardened_exe = build_hardened();
+    let json = write_json_input();
     let workloads: Vec<&(&str, Workload, bool)> = WORKLOADS
         .iter()
         .filter(|w| only.is_none_or(|o| w.0.contains(o.as_str())))
@@ -733,6 +932,7 @@ fn main() {
                 };
                 let out = Command::new(bin)
                     .env("POOLALLOC_WORKLOAD", w.0)
+                    .env("POOLALLOC_JSON", &json)
                     .env("POOLALLOC_BENCH_ALLOC", alloc)
                     .env("POOLALLOC_THREADS", threads.to_string())
                     .env("POOLALLOC_SCALE", scale.to_string())
