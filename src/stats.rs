@@ -170,7 +170,7 @@ impl fmt::Display for Stats {
             "live",
             "requested",
             "waste",
-            "cached",
+            "remote",
             "free",
             "util%",
             "kept"
@@ -198,7 +198,7 @@ impl fmt::Display for Stats {
         }
         writeln!(
             f,
-            "small: {} chunks, {} reserved, {} live ({} requested), {} cached",
+            "small: {} chunks, {} reserved, {} live ({} requested), {} freed remotely, not yet collected",
             self.chunks,
             Bytes(self.reserved_bytes),
             Bytes(self.live_bytes),
