@@ -212,7 +212,7 @@ impl Sampler {
 }
 
 // ------------------------------------------------------------------------------------------------
-// The mimalloc-bench patterns (DESIGN.md), ported.
+// The mimalloc-bench patterns, ported (the patterns in our own code; their sources are not vendored).
 
 /// larson: each thread owns 5000 slots; each step frees a random slot and allocates 8–999 B into it.
 /// After each round the threads exit and hand their slots to new threads, which free objects they

@@ -8,7 +8,7 @@
 //!   the `0x1deadb0b` pattern in the rest of its first 64 bytes (`mark_free`); `hardened` checks the
 //!   tag on free (double free) and both on hand-out (write after free).
 //!
-//! This module knows nothing of chunks, so [`crate::chunk`] (below the checks) can write free slots.
+//! This module knows nothing of chunks, so the chunk module (below the checks) can write free slots.
 
 pub use imp::*;
 
