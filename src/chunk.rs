@@ -365,6 +365,46 @@ pub unsafe fn is_exhausted(c: *mut Chunk) -> bool {
     unsafe { (*c).free.is_null() && (*c).local_free.is_null() && (*c).bump == (*c).end }
 }
 
+// Doubly linked lists of chunks through `prev`/`next` (a heap's avail and full lists, the
+// source's abandoned lists).
+
+/// Pushes `ch` at the front of the list `head`.
+///
+/// # Safety
+/// `ch` is on no list; the caller owns it and the list `head` (or holds the list's lock).
+pub unsafe fn push(head: *mut *mut Chunk, ch: *mut Chunk) {
+    // SAFETY: forwarded.
+    unsafe {
+        (*ch).prev = ptr::null_mut();
+        (*ch).next = *head;
+        if !(*head).is_null() {
+            (**head).prev = ch;
+        }
+        *head = ch;
+    }
+}
+
+/// Takes `ch` out of the list `head`.
+///
+/// # Safety
+/// `ch` is on the list `head`, which the caller owns (or whose lock it holds).
+pub unsafe fn unlink(head: *mut *mut Chunk, ch: *mut Chunk) {
+    // SAFETY: forwarded.
+    unsafe {
+        let (p, n) = ((*ch).prev, (*ch).next);
+        if p.is_null() {
+            *head = n;
+        } else {
+            (*p).next = n;
+        }
+        if !n.is_null() {
+            (*n).prev = p;
+        }
+        (*ch).prev = ptr::null_mut();
+        (*ch).next = ptr::null_mut();
+    }
+}
+
 /// Number of slots on a list (walks it: for checks only).
 ///
 /// # Safety

@@ -30,7 +30,7 @@
 //! under a lock. Before its first allocation a thread names the static *empty* heap, whose classes
 //! all point at a dummy chunk with nothing to hand out, so the fast path needs no check.
 
-use crate::chunk::{self, Chunk, FreeSlot};
+use crate::chunk::{self, Chunk, FreeSlot, push, unlink};
 use crate::lock::Lock;
 use crate::size_class::NUM_CLASSES;
 use crate::{hardened, os, source};
@@ -415,7 +415,7 @@ unsafe fn free_remote(
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Chunk lists of a bin (doubly linked through the chunks' prev/next), and each place's `notify_at`.
+// Where a chunk sits in a bin (lists are `chunk::push`/`chunk::unlink`), and each place's `notify_at`.
 
 /// Makes `ch` (on no list) the current chunk of bin `b`.
 ///
@@ -441,39 +441,6 @@ unsafe fn push_avail(b: *mut Bin, ch: *mut Chunk) {
     }
 }
 
-/// # Safety
-/// `ch` is owned by the caller and on no list; `head` is a list of the caller's.
-unsafe fn push(head: *mut *mut Chunk, ch: *mut Chunk) {
-    // SAFETY: forwarded.
-    unsafe {
-        (*ch).prev = ptr::null_mut();
-        (*ch).next = *head;
-        if !(*head).is_null() {
-            (**head).prev = ch;
-        }
-        *head = ch;
-    }
-}
-
-/// # Safety
-/// `ch` is on the list `head`, owned by the caller.
-unsafe fn unlink(head: *mut *mut Chunk, ch: *mut Chunk) {
-    // SAFETY: forwarded.
-    unsafe {
-        let (p, n) = ((*ch).prev, (*ch).next);
-        if p.is_null() {
-            *head = n;
-        } else {
-            (*p).next = n;
-        }
-        if !n.is_null() {
-            (*n).prev = p;
-        }
-        (*ch).prev = ptr::null_mut();
-        (*ch).next = ptr::null_mut();
-    }
-}
-
 // ---------------------------------------------------------------------------------------------------
 // The shared heap: allocations by threads whose exit hook already ran.
 
@@ -493,20 +460,7 @@ fn alloc_shared(c: usize, size: usize) -> *mut u8 {
     }
     // SAFETY: we hold the lock, so we own the shared heap. Its chunks' frees all take the remote
     // path (no thread names it as its own).
-    unsafe {
-        let h = s.0;
-        let ch = (*bin(h, c)).current;
-        if !(*ch).free.is_null() {
-            let b = bin(h, c);
-            let p = (*ch).free;
-            (*ch).free = FreeSlot::next(p);
-            (*ch).used += 1;
-            bump(&(*b).live, 1);
-            bump(&(*b).requested, size);
-            return p.cast();
-        }
-        alloc_from(h, c, size)
-    }
+    unsafe { alloc_from(s.0, c, size) }
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -236,15 +236,8 @@ pub unsafe fn abandon(c: *mut Chunk) {
     // SAFETY: the caller hands the chunk over.
     let class = unsafe { (*c).class as usize };
     let mut l = CLASSES[class].lock();
-    // SAFETY: we hold the class lock; the list's chunks are ours to relink.
-    unsafe {
-        (*c).prev = ptr::null_mut();
-        (*c).next = l.abandoned;
-        if !l.abandoned.is_null() {
-            (*l.abandoned).prev = c;
-        }
-    }
-    l.abandoned = c;
+    // SAFETY: we hold the class lock; c is on no list and ours to link.
+    unsafe { chunk::push(&raw mut l.abandoned, c) };
     l.nabandoned += 1;
 }
 
@@ -262,20 +255,8 @@ pub fn adopt(class: usize) -> *mut Chunk {
 /// # Safety
 /// `c` must be on `l`'s abandoned list.
 unsafe fn unlink_abandoned(l: &mut ClassLists, c: *mut Chunk) {
-    // SAFETY: c and its neighbours are on the list, whose lock the caller holds.
-    unsafe {
-        let (p, n) = ((*c).prev, (*c).next);
-        if p.is_null() {
-            l.abandoned = n;
-        } else {
-            (*p).next = n;
-        }
-        if !n.is_null() {
-            (*n).prev = p;
-        }
-        (*c).prev = ptr::null_mut();
-        (*c).next = ptr::null_mut();
-    }
+    // SAFETY: c is on the list, whose lock the caller holds.
+    unsafe { chunk::unlink(&raw mut l.abandoned, c) };
     l.nabandoned -= 1;
 }
 
