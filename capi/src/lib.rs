@@ -1,0 +1,1 @@
+//! poolalloc as the C allocator (being written).
