@@ -33,7 +33,7 @@
 use crate::chunk::{self, Chunk, FreeSlot, push, unlink};
 use crate::lock::Lock;
 use crate::size_class::NUM_CLASSES;
-use crate::{hardened, os, source};
+use crate::{hardened, os, source, span};
 use core::cell::Cell;
 use core::ptr;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -762,13 +762,15 @@ pub fn class_totals() -> [(usize, usize, usize); NUM_CLASSES] {
 // ---------------------------------------------------------------------------------------------------
 // fork: a child forked while another thread holds one of our locks would deadlock on its first
 // allocation (jemalloc #315). Around fork, the forking thread takes every lock in the lock order
-// (shared heap, registry, the source's class locks, its region lock, hardened's table) and
+// (shared heap, registry, the source's class locks, its region lock, the span cache, hardened's
+// table) and
 // releases them in parent and child. This is the one place that knows every lock.
 
 extern "C" fn fork_prepare() {
     core::mem::forget(SHARED.lock());
     core::mem::forget(REGISTRY.lock());
     source::lock_for_fork();
+    span::lock_for_fork();
     hardened::lock_for_fork();
 }
 
@@ -779,6 +781,7 @@ unsafe fn fork_release(child: bool) {
     // the child this thread is the only one, and the copies of the locks are held by it.
     unsafe {
         hardened::unlock_after_fork();
+        span::unlock_after_fork();
         source::unlock_after_fork(child);
         REGISTRY.force_unlock();
         SHARED.force_unlock();

@@ -38,6 +38,7 @@
 //! The design, its invariants and its lock order: `DESIGN.md` in the repository.
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod addr_map;
 mod blocking_pool;
 mod chunk;
 mod global;
@@ -48,8 +49,10 @@ mod link;
 mod lock;
 mod object_pool;
 mod os;
+pub mod raw;
 mod size_class;
 mod source;
+mod span;
 mod stats;
 
 pub use blocking_pool::{AcquireError, BlockingPool, Pooled, Shutdown};

@@ -92,6 +92,17 @@ pub unsafe fn purge(p: *mut u8, size: usize) {
     }
 }
 
+/// A coarse monotonic clock in milliseconds (wrapping), cheap enough for the slow path.
+pub fn now_ms() -> u32 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    (ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000) as u32
+}
+
 /// The process's resident set size in bytes, from `/proc/self/statm`, read without allocating.
 pub fn rss_bytes() -> Option<usize> {
     let mut buf = [0u8; 128];
