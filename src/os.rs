@@ -41,6 +41,27 @@ pub fn map(size: usize) -> *mut u8 {
     }
 }
 
+/// Maps `size` bytes of zeroed read-write address space without reserving swap for it
+/// (MAP_NORESERVE): for large, sparsely touched tables. Null on failure.
+pub fn reserve(size: usize) -> *mut u8 {
+    // SAFETY: as in `map`.
+    let p = unsafe {
+        libc::mmap(
+            ptr::null_mut(),
+            size,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        ptr::null_mut()
+    } else {
+        p.cast()
+    }
+}
+
 /// Maps `size` bytes aligned to `align` (a power of two, a multiple of the page size); null on
 /// failure. Over-maps by `align` and unmaps the unaligned head and tail.
 pub fn map_aligned(size: usize, align: usize) -> *mut u8 {

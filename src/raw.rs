@@ -20,7 +20,7 @@ use core::ptr;
 
 /// A block of at least `size` bytes (at least one) aligned to `align` (a power of two); null when
 /// out of memory or when `size` is too large to ever be served.
-#[inline]
+#[inline(always)]
 pub fn alloc(size: usize, align: usize) -> *mut u8 {
     debug_assert!(align.is_power_of_two());
     let size = size.max(1);
@@ -47,6 +47,16 @@ fn large(size: usize, align: usize) -> (*mut u8, bool) {
         heap::count_large(true, unsafe { span::usable(p) });
     }
     (p, fresh)
+}
+
+/// A block of at least `size` bytes (at least one) aligned as C's `malloc` promises: 16 bytes for
+/// blocks of 16 bytes or more, 8 below. The `malloc` fast path: one table lookup for the class.
+#[inline(always)]
+pub fn malloc(size: usize) -> *mut u8 {
+    match size_class::class_of_malloc(size) {
+        Some(c) => small(c),
+        None => large(size, 16).0,
+    }
 }
 
 /// As [`alloc`], with the first `size` bytes zeroed.
@@ -107,7 +117,7 @@ pub fn owns(p: *mut u8) -> bool {
 ///
 /// # Safety
 /// `p` is null, foreign, or a live block from this module that nobody uses afterwards.
-#[inline]
+#[inline(always)]
 pub unsafe fn free(p: *mut u8) {
     if p.is_null() {
         return;

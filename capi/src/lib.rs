@@ -49,7 +49,7 @@ pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
     if size > MAX_REQUEST {
         return oom();
     }
-    let p = raw::alloc(size, align_for(size));
+    let p = raw::malloc(size);
     if p.is_null() {
         return oom();
     }
