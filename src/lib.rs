@@ -21,7 +21,8 @@
 //! - **abandoned chunk**: a chunk with live blocks whose owning thread exited; another thread of
 //!   the class adopts it, or the purger gives it back once its blocks are freed.
 //! - **large block**: a request above 32 KiB or aligned above what a class gives, served by the
-//!   system allocator.
+//!   system allocator (by `PoolAlloc`), or by a mapping of its own, a *span* (by [`raw`], the
+//!   size-less interface behind the C library `poolalloc-c`, which replaces `malloc` itself).
 //!
 //! # A request's path
 //!
