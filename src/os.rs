@@ -44,6 +44,10 @@ pub fn map(size: usize) -> *mut u8 {
 /// Maps `size` bytes of zeroed read-write address space without reserving swap for it
 /// (MAP_NORESERVE): for large, sparsely touched tables. Null on failure.
 pub fn reserve(size: usize) -> *mut u8 {
+    if cfg!(miri) {
+        // Miri knows only MAP_PRIVATE | MAP_ANONYMOUS.
+        return map(size);
+    }
     // SAFETY: as in `map`.
     let p = unsafe {
         libc::mmap(
