@@ -235,8 +235,11 @@ mod imp {
                     .unwrap_or(2);
                 bad_hand_out(p, size, at * 8);
             }
-            // Clear the mark, so freeing the new block is not taken for a double free.
+            // Clear the mark, so freeing the new block is not taken for a double free, and the
+            // link word: a stale link left in a block the user never writes would otherwise be
+            // copied by a realloc into an 8-byte slot, where it reads as a free slot's link.
             w.add(1).write(0);
+            w.write(0);
         }
     }
 
