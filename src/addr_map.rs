@@ -1,62 +1,79 @@
-//! Which parts of the address space are ours: one bit per [`CHUNK_SIZE`] granule of a 47-bit address
-//! space for our chunks, and one for our large spans (see `span`). A pointer handed to `free` with
-//! no size (the C ABI) and a pointer checked by the `hardened` feature are looked up here before
-//! anything at their address is read, so a pointer that is not ours never leads to a read of memory
-//! that may not be mapped.
+//! Which parts of the address space are ours: one byte per [`CHUNK_SIZE`] granule of a 47-bit
+//! address space, naming it one of our chunks, one of our large spans (see `span`), or foreign.
+//! A pointer handed to `free` with no size (the C ABI) and a pointer checked by the `hardened`
+//! feature are looked up here before anything at their address is read, so a pointer that is not
+//! ours never leads to a read of memory that may not be mapped.
 //!
-//! The two bitmaps take 128 MiB of address space, reserved once (MAP_NORESERVE) on first use; only
-//! the pages that cover our memory are ever touched. Bits are set and cleared with atomics: no lock.
-//! A lookup is a shift, one load and a bit test.
+//! The map takes 512 MiB of address space, reserved once (MAP_NORESERVE) on first use; only the
+//! pages that cover our memory are ever touched. Bytes are written with atomics: no lock.
 
 use crate::chunk::{CHUNK_SHIFT, CHUNK_SIZE};
 use crate::os;
 use core::ptr;
 use core::sync::atomic::{
-    AtomicPtr, AtomicU64, Ordering::AcqRel, Ordering::Acquire, Ordering::Relaxed,
+    AtomicPtr, AtomicU8, AtomicUsize, Ordering::AcqRel, Ordering::Acquire, Ordering::Relaxed,
+    Ordering::Release,
 };
 
-const ADDR_BITS: usize = 47;
-/// Granules in the 47-bit address space.
+/// Bits of address the map covers: 47 (x86-64 and AArch64 user space), less under Miri, whose
+/// allocations sit low and which would otherwise allocate the whole map.
+const ADDR_BITS: usize = if cfg!(miri) { 40 } else { 47 };
+/// Granules in the covered address space, and bytes of the map (512 MiB of address space).
 const GRANULES: usize = 1 << (ADDR_BITS - CHUNK_SHIFT);
-/// Words of one bitmap.
-const MAP_WORDS: usize = GRANULES / 64;
 
-/// The chunk bitmap, then the span bitmap: `2 * MAP_WORDS` words (128 MiB of address space,
-/// mapped with MAP_NORESERVE on first use; only the pages covering our memory are touched).
-static MAP: AtomicPtr<AtomicU64> = AtomicPtr::new(ptr::null_mut());
+/// One byte per granule ([`Kind`] as `u8`), mapped with MAP_NORESERVE on first use; only the pages
+/// covering our memory are ever touched (one 4 KiB page of map per GiB of our memory).
+static MAP: Map = Map {
+    granules: AtomicUsize::new(0),
+    bytes: AtomicPtr::new(ptr::null_mut()),
+};
+
+/// The map and how many granules it covers (0 until it is mapped, so one compare rejects both an
+/// address above the covered space and any address before the map exists).
+struct Map {
+    granules: AtomicUsize,
+    bytes: AtomicPtr<AtomicU8>,
+}
 
 /// What a granule of the address space holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
 pub enum Kind {
     /// Not ours.
-    Foreign,
+    Foreign = 0,
     /// One of our chunks.
-    Chunk,
+    Chunk = 1,
     /// (Part of) one of our large spans.
-    Span,
+    Span = 2,
 }
 
 /// The map, mapping it on first use; null when the OS refuses the address space.
 #[cold]
-fn install() -> *mut AtomicU64 {
-    let size = 2 * MAP_WORDS * 8;
-    let m = os::reserve(size).cast::<AtomicU64>();
+fn install() -> *mut AtomicU8 {
+    let m = os::reserve(GRANULES).cast::<AtomicU8>();
     if m.is_null() {
         return m;
     }
-    match MAP.compare_exchange(ptr::null_mut(), m, AcqRel, Acquire) {
-        Ok(_) => m,
+    match MAP
+        .bytes
+        .compare_exchange(ptr::null_mut(), m, AcqRel, Acquire)
+    {
+        Ok(_) => {
+            // Published after the pointer: a reader that sees the count sees the map.
+            MAP.granules.store(GRANULES, Release);
+            m
+        }
         Err(winner) => {
             // SAFETY: m is our own fresh mapping of that size, never published.
-            unsafe { os::unmap(m.cast(), size) };
+            unsafe { os::unmap(m.cast(), GRANULES) };
             winner
         }
     }
 }
 
-/// Sets (`on`) or clears the bits of `kind` for the granules of `[base, base + len)`, which must be
-/// whole, `CHUNK_SIZE`-aligned granules. Returns false (changing nothing) when the range is above
-/// the 47-bit address space or the map cannot be mapped.
+/// Marks the granules of `[base, base + len)` as holding `kind` (when `on`) or as foreign again
+/// (when not). They must be whole, `CHUNK_SIZE`-aligned granules. Returns false (changing nothing)
+/// when the range is above the covered address space or the map cannot be mapped.
 pub fn set(kind: Kind, base: *mut u8, len: usize, on: bool) -> bool {
     debug_assert!(base as usize % CHUNK_SIZE == 0 && len % CHUNK_SIZE == 0);
     let first = base as usize >> CHUNK_SHIFT;
@@ -64,7 +81,7 @@ pub fn set(kind: Kind, base: *mut u8, len: usize, on: bool) -> bool {
     if end > GRANULES {
         return false;
     }
-    let mut map = MAP.load(Acquire);
+    let mut map = MAP.bytes.load(Acquire);
     if map.is_null() {
         if !on {
             return true;
@@ -74,41 +91,29 @@ pub fn set(kind: Kind, base: *mut u8, len: usize, on: bool) -> bool {
             return false;
         }
     }
-    let offset = match kind {
-        Kind::Chunk => 0,
-        Kind::Span => MAP_WORDS,
-        Kind::Foreign => return true,
-    };
+    let v = if on { kind as u8 } else { Kind::Foreign as u8 };
     for i in first..end {
-        // SAFETY: i < GRANULES, so offset + i / 64 < 2 * MAP_WORDS: inside the mapping.
-        let w = unsafe { &*map.add(offset + (i >> 6)) };
-        if on {
-            w.fetch_or(1 << (i & 63), Relaxed);
-        } else {
-            w.fetch_and(!(1 << (i & 63)), Relaxed);
-        }
+        // SAFETY: i < GRANULES: inside the mapping.
+        unsafe { (*map.add(i)).store(v, Relaxed) };
     }
     true
 }
 
 /// What the granule holding `p` is. The answer is current for memory the caller knows to be live
-/// (its bit cannot change under it); for any other pointer it only says what was mapped a moment ago.
+/// (its byte cannot change under it); for any other pointer it only says what was mapped a moment
+/// ago. A shift, a compare and one byte load.
 #[inline(always)]
 pub fn kind_of(p: *const u8) -> Kind {
     let i = p as usize >> CHUNK_SHIFT;
-    let map = MAP.load(Acquire);
-    if i >= GRANULES || map.is_null() {
+    if i >= MAP.granules.load(Acquire) {
         return Kind::Foreign;
     }
-    // SAFETY: i < GRANULES: both words are inside the mapping.
-    unsafe {
-        if (*map.add(i >> 6)).load(Relaxed) & (1 << (i & 63)) != 0 {
-            Kind::Chunk
-        } else if (*map.add(MAP_WORDS + (i >> 6))).load(Relaxed) & (1 << (i & 63)) != 0 {
-            Kind::Span
-        } else {
-            Kind::Foreign
-        }
+    let map = MAP.bytes.load(Relaxed);
+    // SAFETY: i < granules, which is non-zero only once the map (GRANULES bytes) is published.
+    match unsafe { (*map.add(i)).load(Relaxed) } {
+        1 => Kind::Chunk,
+        2 => Kind::Span,
+        _ => Kind::Foreign,
     }
 }
 
@@ -125,8 +130,8 @@ mod tests {
 
     #[test]
     fn set_and_clear_granules() {
-        // An address range nobody maps in a test: the top of the 47-bit space.
-        let base = ((1usize << 47) - 4 * CHUNK_SIZE) as *mut u8;
+        // An address range nobody maps in a test: the top of the covered space.
+        let base = ((1usize << ADDR_BITS) - 4 * CHUNK_SIZE) as *mut u8;
         assert_eq!(kind_of(base), Kind::Foreign);
         assert!(set(Kind::Span, base, 2 * CHUNK_SIZE, true));
         assert_eq!(kind_of(base), Kind::Span);
@@ -137,7 +142,7 @@ mod tests {
         assert_eq!(kind_of(base), Kind::Foreign);
         assert!(!set(
             Kind::Chunk,
-            (1usize << 47) as *mut u8,
+            (1usize << ADDR_BITS) as *mut u8,
             CHUNK_SIZE,
             true
         ));

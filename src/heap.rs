@@ -205,6 +205,28 @@ fn bump(a: &AtomicUsize, d: usize) {
 /// A slot of class `c` for a request of `size` bytes, or null when out of memory.
 #[inline(always)]
 pub fn alloc(c: usize, size: usize) -> *mut u8 {
+    alloc_with::<true>(c, size)
+}
+
+/// A slot of class `c`, counted in the live blocks but not in the requested bytes (the size-less
+/// interface: no size comes back with its free, and the count would cost its fast paths).
+#[inline(always)]
+pub fn alloc_unsized(c: usize) -> *mut u8 {
+    alloc_with::<false>(c, 0)
+}
+
+/// Frees slot `p` from [`alloc_unsized`].
+///
+/// # Safety
+/// As [`dealloc`].
+#[inline(always)]
+pub unsafe fn dealloc_unsized(p: *mut u8) {
+    // SAFETY: forwarded contract.
+    unsafe { dealloc_with::<false>(p, 0) }
+}
+
+#[inline(always)]
+fn alloc_with<const REQUESTED: bool>(c: usize, size: usize) -> *mut u8 {
     let h = this_heap();
     let b = bin(h, c);
     // SAFETY: h is this thread's heap (or a static one, whose current is the dummy chunk with a
@@ -218,7 +240,9 @@ pub fn alloc(c: usize, size: usize) -> *mut u8 {
         (*ch).free = FreeSlot::next(p);
         (*ch).used += 1;
         bump(&(*b).live, 1);
-        bump(&(*b).requested, size);
+        if REQUESTED {
+            bump(&(*b).requested, size);
+        }
         p.cast()
     }
 }
@@ -229,6 +253,14 @@ pub fn alloc(c: usize, size: usize) -> *mut u8 {
 /// `p` must be a slot handed out by this allocator and not used afterwards.
 #[inline(always)]
 pub unsafe fn dealloc(p: *mut u8, size: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { dealloc_with::<true>(p, size) }
+}
+
+/// # Safety
+/// As [`dealloc`].
+#[inline(always)]
+unsafe fn dealloc_with<const REQUESTED: bool>(p: *mut u8, size: usize) {
     let h = this_heap();
     let ch = chunk::of(p);
     // SAFETY: p is a live slot, so its chunk header is live; `owner` is an atomic any thread may
@@ -247,7 +279,9 @@ pub unsafe fn dealloc(p: *mut u8, size: usize) {
         (*ch).used = used;
         let b = bin(h, c);
         bump(&(*b).live, usize::MAX);
-        bump(&(*b).requested, size.wrapping_neg());
+        if REQUESTED {
+            bump(&(*b).requested, size.wrapping_neg());
+        }
         if used == (*ch).notify_at {
             free_slow(h, c, ch);
         }

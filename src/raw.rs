@@ -9,8 +9,9 @@
 //!
 //! Unlike [`PoolAlloc`](crate::PoolAlloc), which hands large blocks to the system allocator, this
 //! interface serves them from spans of its own (`span` module), since in a process where it
-//! replaces `malloc` it *is* the system allocator. The statistics count a block's usable size
-//! (its slot or span), since no requested size comes back with a free.
+//! replaces `malloc` it *is* the system allocator. In the statistics a small block counts as a
+//! live slot with no requested bytes (no size comes back with a free, and keeping the count would
+//! cost the fast paths); a large block counts at its usable size.
 
 use crate::addr_map::{self, Kind};
 use crate::size_class::{self, class_of};
@@ -32,7 +33,7 @@ pub fn alloc(size: usize, align: usize) -> *mut u8 {
 
 #[inline(always)]
 fn small(c: usize) -> *mut u8 {
-    let p = heap::alloc(c, size_class::size_of(c));
+    let p = heap::alloc_unsized(c);
     if !p.is_null() {
         hardened::on_hand_out(p, c);
     }
@@ -124,11 +125,12 @@ pub unsafe fn free(p: *mut u8) {
     }
     match owner(p) {
         Owner::Small(c) => {
-            let size = size_class::size_of(c);
             // SAFETY: (for the layout) a class size with alignment 1 is a valid layout.
-            hardened::on_free(p, unsafe { Layout::from_size_align_unchecked(size, 1) });
-            // SAFETY: p is a live slot of class c (caller), counted at its slot size.
-            unsafe { heap::dealloc(p, size) }
+            hardened::on_free(p, unsafe {
+                Layout::from_size_align_unchecked(size_class::size_of(c), 1)
+            });
+            // SAFETY: p is a live slot of class c (caller), allocated unsized.
+            unsafe { heap::dealloc_unsized(p) }
         }
         // SAFETY: p is a live span block (caller; checked by owner).
         Owner::Large => unsafe { free_large(p) },

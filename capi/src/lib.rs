@@ -46,9 +46,7 @@ fn oom() -> *mut c_void {
 /// Always safe to call; the result is the caller's to free.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
-    if size > MAX_REQUEST {
-        return oom();
-    }
+    // Sizes above MAX_REQUEST fail in the large path (no span that long can be mapped).
     let p = raw::malloc(size);
     if p.is_null() {
         return oom();
