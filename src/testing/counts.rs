@@ -92,6 +92,8 @@ fn next_seq(s: &State) -> u64 {
 ///   nowhere else. A reallocation of a block `f` allocated moves its live bytes (and may raise the
 ///   peak).
 /// - A block `f` allocated and another thread freed stays in `live_blocks` (`f` did not free it).
+///   One case is miscounted: if another thread then allocates at the same address and this thread
+///   frees that new block inside the count, the free is taken for the old block's.
 /// - Only the calling thread is watched; threads `f` starts are not. Several threads can count at
 ///   the same time, each its own activity.
 /// - Nested counts: the outer count sees everything the inner one saw. `count` inside `forbid`
@@ -223,12 +225,18 @@ pub fn on_realloc(p: *mut u8, q: *mut u8, old: usize, new: usize) {
                 _ => {}
             }
         });
-        if let Some(e) = e {
-            s.table.insert(Entry {
+        match e {
+            Some(e) => s.table.insert(Entry {
                 addr: q as usize,
                 size: new,
                 seq: e.seq,
-            });
+            }),
+            // The caller's block moved to `q`: an entry there is a block of `f`'s that another
+            // thread freed (it stays counted); forget it so freeing the caller's block later does
+            // not count as freeing it.
+            None => {
+                s.table.remove(q as usize);
+            }
         }
     });
 }
