@@ -42,6 +42,8 @@
 mod addr_map;
 mod blocking_pool;
 mod chunk;
+#[cfg(any(feature = "hardened", feature = "testing"))]
+mod fatal;
 mod global;
 mod hardened;
 mod heap;
