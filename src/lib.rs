@@ -51,6 +51,7 @@ mod os;
 mod size_class;
 mod source;
 mod stats;
+pub mod testing;
 
 pub use blocking_pool::{AcquireError, BlockingPool, Pooled, Shutdown};
 pub use global::PoolAlloc;
