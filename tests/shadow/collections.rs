@@ -62,6 +62,14 @@ impl Ops<'_> {
     }
 }
 
+/// Runs `f` and asserts it asked `fa` for nothing.
+fn no_allocation<R>(fa: &Fa, what: &str, f: impl FnOnce() -> R) -> R {
+    let before = fa.allocations();
+    let r = f();
+    assert_eq!(fa.allocations(), before, "{what} allocated");
+    r
+}
+
 struct Session<'a> {
     fa: &'a Fa,
     vec: AVec<u32, &'a Fa>,
@@ -100,14 +108,6 @@ impl<'a> Session<'a> {
         self.next
     }
 
-    /// Runs `f` and asserts it asked the allocator for nothing.
-    fn no_allocation<R>(&self, what: &str, f: impl FnOnce() -> R) -> R {
-        let before = self.fa.allocations();
-        let r = f();
-        assert_eq!(self.fa.allocations(), before, "{what} allocated");
-        r
-    }
-
     fn step(&mut self, op: u8, ops: &mut Ops) -> Option<()> {
         match op % 16 {
             0 | 1 => {
@@ -132,14 +132,18 @@ impl<'a> Session<'a> {
                             matches!(e.kind(), TryReserveErrorKind::AllocError { .. }),
                             "{e}"
                         );
-                        assert_eq!(self.vec.capacity(), cap, "failed try_reserve changed capacity");
+                        assert_eq!(
+                            self.vec.capacity(),
+                            cap,
+                            "failed try_reserve changed capacity"
+                        );
                     }
                 }
             }
             2 => {
                 let x = self.fresh();
                 let full = self.vec.len() == self.vec.capacity();
-                let r = self.no_allocation("push_within_capacity", || {
+                let r = no_allocation(self.fa, "push_within_capacity", || {
                     self.vec.push_within_capacity(x)
                 });
                 assert_eq!(r.is_err(), full);
@@ -151,9 +155,8 @@ impl<'a> Session<'a> {
                 let n = ops.amount()?;
                 let items: Vec<u32> = (0..n).map(|_| self.fresh()).collect();
                 if self.vec.try_reserve(n).is_ok() {
-                    let v = &mut self.vec;
-                    self.no_allocation("extend_from_slice after try_reserve", || {
-                        v.extend_from_slice(&items)
+                    no_allocation(self.fa, "extend_from_slice after try_reserve", || {
+                        self.vec.extend_from_slice(&items)
                     });
                     self.vec_model.extend_from_slice(&items);
                 }
@@ -163,8 +166,9 @@ impl<'a> Session<'a> {
                 if self.vec.try_reserve(1).is_ok() {
                     let at = at % (self.vec.len() + 1);
                     let x = self.fresh();
-                    let v = &mut self.vec;
-                    self.no_allocation("insert after try_reserve(1)", || v.insert(at, x));
+                    no_allocation(self.fa, "insert after try_reserve(1)", || {
+                        self.vec.insert(at, x)
+                    });
                     self.vec_model.insert(at, x);
                 }
             }
@@ -198,12 +202,19 @@ impl<'a> Session<'a> {
                         assert!(self.map.capacity() >= self.map.len() + n);
                     }
                     Err(e) => {
-                        assert!(refused, "HashMap::try_reserve failed with no refusal: {e:?}");
+                        assert!(
+                            refused,
+                            "HashMap::try_reserve failed with no refusal: {e:?}"
+                        );
                         assert!(
                             matches!(e, hashbrown::TryReserveError::AllocError { .. }),
                             "{e:?}"
                         );
-                        assert_eq!(self.map.capacity(), cap, "failed try_reserve changed capacity");
+                        assert_eq!(
+                            self.map.capacity(),
+                            cap,
+                            "failed try_reserve changed capacity"
+                        );
                     }
                 }
             }
@@ -220,10 +231,10 @@ impl<'a> Session<'a> {
                 let bytes: Vec<u8> = (0..n).map(|i| (i as u8) ^ (key as u8)).collect();
                 value.extend_from_slice(&bytes);
                 if self.map.try_reserve(1).is_ok() {
-                    let map = &mut self.map;
-                    let old = self.no_allocation("HashMap::insert after try_reserve(1)", || {
-                        map.insert(key, value)
-                    });
+                    let old =
+                        no_allocation(self.fa, "HashMap::insert after try_reserve(1)", || {
+                            self.map.insert(key, value)
+                        });
                     let old_model = self.map_model.insert(key, bytes);
                     assert_eq!(old.as_deref(), old_model.as_deref());
                 }
