@@ -48,7 +48,8 @@ unsafe impl GlobalAlloc for PoolAlloc {
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         #[cfg(feature = "testing")]
         if testing::armed() {
-            testing::before_free(ptr, layout);
+            // SAFETY: forwarded contract.
+            return unsafe { self.watched_dealloc(ptr, layout) };
         }
         // SAFETY: forwarded contract.
         unsafe { self.raw_dealloc(ptr, layout) }
@@ -181,6 +182,14 @@ impl PoolAlloc {
         };
         testing::after_alloc(p, layout);
         p
+    }
+
+    /// A free while a `testing` hook is armed (out of line, so the fast path stays a leaf).
+    #[inline(never)]
+    unsafe fn watched_dealloc(&self, ptr: *mut u8, layout: Layout) {
+        testing::before_free(ptr, layout);
+        // SAFETY: forwarded contract.
+        unsafe { self.raw_dealloc(ptr, layout) }
     }
 }
 

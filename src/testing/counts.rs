@@ -233,8 +233,54 @@ pub fn on_realloc(p: *mut u8, q: *mut u8, old: usize, new: usize) {
     });
 }
 
-/// Blocks in the thread's table (for tests of the table's memory).
 #[cfg(test)]
-pub fn tracked() -> usize {
-    STATE.with(|s| s.table.len())
+mod tests {
+    use super::*;
+    use crate::PoolAlloc;
+    use core::alloc::{GlobalAlloc, Layout};
+
+    fn tracked() -> usize {
+        STATE.with(|s| s.table.len())
+    }
+
+    /// The unit tests' global allocator is not `PoolAlloc`: allocate through it directly.
+    fn boxed(n: usize) -> *mut u8 {
+        // SAFETY: a valid non-zero layout.
+        unsafe { PoolAlloc::new().alloc(Layout::from_size_align(n, 8).unwrap()) }
+    }
+
+    fn free(p: *mut u8, n: usize) {
+        // SAFETY: p came from `boxed(n)` and is freed once.
+        unsafe { PoolAlloc::new().dealloc(p, Layout::from_size_align(n, 8).unwrap()) }
+    }
+
+    #[test]
+    fn the_table_lives_until_the_outermost_count_ends() {
+        let (p, outer) = count(|| {
+            let (p, inner) = count(|| boxed(40));
+            assert_eq!(inner.live_blocks, 1);
+            assert_eq!(
+                tracked(),
+                1,
+                "an inner count's end keeps the outer one's blocks"
+            );
+            p
+        });
+        assert_eq!((outer.allocations, outer.live_blocks), (1, 1));
+        assert_eq!(tracked(), 0, "the outermost count's end forgets its blocks");
+        let ((), c) = count(|| free(p, 40));
+        assert_eq!((c.frees, c.live_blocks), (1, 0));
+    }
+
+    #[test]
+    fn allocations_through_system_are_not_counted() {
+        let ((), c) = count(|| {
+            // SAFETY: a valid non-zero layout; freed at once with it.
+            unsafe {
+                let l = Layout::from_size_align(64, 8).unwrap();
+                std::alloc::System.dealloc(std::alloc::System.alloc(l), l);
+            }
+        });
+        assert_eq!(c, Counts::default());
+    }
 }

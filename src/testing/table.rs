@@ -175,3 +175,51 @@ impl Table {
         self.len.get()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Inserts and removes against a model (a plain list), through growth and many deletions that
+    /// shift probe runs, with addresses that collide in their low bits.
+    #[test]
+    fn the_table_agrees_with_a_model() {
+        let t = Table::new();
+        let mut model: std::vec::Vec<(usize, usize)> = std::vec::Vec::new();
+        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+        for step in 0..20_000usize {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let addr = ((x as usize % 3000) + 1) << 12; // page-aligned: low bits all zero
+            if x % 3 == 0 {
+                let want = model.iter().position(|&(a, _)| a == addr);
+                let got = t.remove(addr);
+                match want {
+                    Some(i) => {
+                        let (_, size) = model.swap_remove(i);
+                        assert_eq!(got.map(|e| (e.addr, e.size)), Some((addr, size)));
+                    }
+                    None => assert!(got.is_none()),
+                }
+            } else {
+                t.insert(Entry {
+                    addr,
+                    size: step,
+                    seq: step as u64,
+                });
+                match model.iter_mut().find(|(a, _)| *a == addr) {
+                    Some(e) => e.1 = step,
+                    None => model.push((addr, step)),
+                }
+            }
+            assert_eq!(t.len(), model.len());
+        }
+        for &(addr, size) in &model {
+            assert_eq!(t.remove(addr).map(|e| e.size), Some(size));
+        }
+        assert_eq!(t.len(), 0);
+        t.clear();
+        assert!(t.remove(4096).is_none());
+    }
+}
