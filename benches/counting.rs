@@ -20,9 +20,10 @@
 //! Rounds are interleaved (each round runs every variant once, in an order that rotates) and the
 //! figure is the median over rounds. The ratios compare each counting layer with the allocator it
 //! wraps: stats_alloc and cap with system, the `testing` variants with poolalloc; the last two
-//! compare whole stacks a test would run on (poolalloc counting against System counting). The cost of the
-//! `testing` feature when idle (poolalloc built with it versus without) is not measured here: both
-//! builds cannot be in one process (see examples/fastpath.rs for its callgrind count).
+//! compare whole stacks a test would run on (poolalloc counting against System counting). The
+//! cost of the `testing` feature when idle (poolalloc built with it versus without) is not
+//! measured here: both builds cannot be in one process (examples/fastpath.rs counts its
+//! instructions under callgrind).
 
 use allocator_api2::alloc::{AllocError, Allocator};
 use hashbrown::{DefaultHashBuilder, HashMap};
@@ -84,7 +85,8 @@ enum Workload {
     Batch,
     /// An `allocator_api2` Vec<u64> pushed to 4096 elements from empty (growth by realloc).
     VecBuild,
-    /// A `hashbrown` map of 400 u64 pairs built from empty (its table stays within the size classes).
+    /// A `hashbrown` map of 400 u64 pairs built from empty (its table stays within the size
+    /// classes).
     MapBuild,
 }
 

@@ -1,15 +1,15 @@
 //! Collections on a `FailingAlloc`, driven by bytes and checked against a model after every
 //! operation: a `hashbrown::HashMap<u16, Vec<u8>>` whose values are themselves vectors on the same
-//! allocator, and an `allocator_api2::vec::Vec<u32>`. The first bytes of the input are the failure
-//! schedule (`fail_pattern`), the rest are operations. Shared by the cargo-fuzz target `collections`
-//! and by `tests/testing_real_crates.rs` (seeded inputs and saved regressions).
+//! allocator, and an `allocator_api2::vec::Vec<u32>`. The first bytes of the input are the
+//! failure schedule (`fail_pattern`), the rest are operations. Shared by the cargo-fuzz target
+//! `collections` and by `tests/testing_real_crates.rs` (seeded inputs and saved regressions).
 //!
 //! Checked, the way a crate author relies on these crates' fallible APIs:
 //! - a `try_reserve*` that returns `Err` was refused by the allocator (a failure was scheduled and
 //!   the error names an allocation, not a capacity overflow), and left the container exactly as
 //!   it was: same length, contents and capacity;
-//! - a `try_reserve*` that returns `Ok` gives the promised capacity, and the insertions it made room
-//!   for do not allocate (`push_within_capacity`, `extend_from_slice`, `insert`);
+//! - a `try_reserve*` that returns `Ok` gives the promised capacity, and the insertions it made
+//!   room for do not allocate (`push_within_capacity`, `extend_from_slice`, `insert`);
 //! - contents always equal the model's;
 //! - run inside `poolalloc::testing::count`: once the containers are dropped, no block is left
 //!   (`live_blocks == 0`), whatever the schedule refused on the way.
