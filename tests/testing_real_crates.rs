@@ -365,6 +365,32 @@ fn run_case(case: &str) {
             eprintln!("shrunk 100 times");
         }
         "replay_collections_regressions" => replay_collections_regressions(),
+        "rayon_first_and_second_use" => {
+            use rayon::prelude::*;
+            let work = || (0..100_000u64).into_par_iter().map(|x| x * x).sum::<u64>();
+            // The first use builds rayon's global pool, which lives as long as the process: a
+            // count around it reports those blocks as left behind.
+            let (a, first) = count(work);
+            assert!(first.live_blocks > 0, "{first:?}");
+            // Afterwards the calling thread only hands the job over and waits: nothing.
+            let (b, second) = count(work);
+            assert_eq!(a, b);
+            assert_eq!(second.allocations + second.frees + second.live_blocks, 0);
+            // Blocks the workers allocate are not this thread's: only the result vector counts as
+            // an allocation, while the 10 000 vectors the workers made are counted when this
+            // thread frees them. `live_blocks` stays right where allocations - frees would not.
+            let n = 10_000;
+            let (_, third) = count(|| {
+                (0..n as u64)
+                    .into_par_iter()
+                    .map(|x| vec![x; 4])
+                    .collect::<Vec<_>>()
+                    .len()
+            });
+            assert_eq!((third.allocations, third.frees), (1, n + 1), "{third:?}");
+            assert_eq!(third.live_blocks, 0);
+            eprintln!("rayon first use: {first:?}; second use: {second:?}; collect: {third:?}");
+        }
         _ => panic!("unknown case {case}"),
     }
 }
@@ -407,6 +433,12 @@ fn run_in_child(case: &str, must_abort: bool, expect: &str) {
         Ok(line) => eprintln!("{case}: {line}"),
         Err(e) => panic!("{e}"),
     }
+}
+
+/// `count` around a crate that works on other threads and keeps a global pool.
+#[test]
+fn rayon_under_count() {
+    run_in_child("rayon_first_and_second_use", false, "rayon first use");
 }
 
 /// The bug the fuzz target `collections` found in `hardened` (see the case's comment): fails with
