@@ -111,6 +111,63 @@ fn every_refusal_point_of_a_map_build_is_clean() {
     eprintln!("hashbrown + Vec build of 300 keys: {needed} allocations, every refusal point clean");
 }
 
+/// `allocator_api2`'s zeroed boxes on recycled, dirty slots, every other allocation refused: a
+/// refusal is an `Err` and nothing else, a success is all zeros, and nothing is left.
+#[test]
+fn zeroed_boxes_on_dirty_slots_with_refusals() {
+    let sizes = [
+        1usize,
+        7,
+        8,
+        9,
+        24,
+        100,
+        1000,
+        4095,
+        32 * 1024,
+        40 * 1024,
+        300 * 1024,
+    ];
+    let fa = FailingAlloc::new(PoolAlloc::new()).fail_pattern(&[0b1010_1010; 8]);
+    let ((), c) = count(|| {
+        for (i, &n) in sizes.iter().enumerate() {
+            // Dirty a slot of the class first, through the same allocator (even attempt: allowed).
+            let mut dirty = allocator_api2::boxed::Box::try_new_uninit_slice_in(n, &fa).unwrap();
+            for b in dirty.iter_mut() {
+                b.write(0xa5);
+            }
+            drop(dirty);
+            // Odd attempt: refused.
+            let refused = allocator_api2::boxed::Box::<[u8], _>::try_new_zeroed_slice_in(n, &fa);
+            assert!(
+                refused.is_err(),
+                "attempt {} was scheduled to fail",
+                2 * i + 1
+            );
+        }
+        assert_eq!(fa.failures(), sizes.len());
+        // Past the pattern's 64 attempts nothing fails.
+        for _ in fa.allocations()..64 {
+            let _ = allocator_api2::boxed::Box::try_new_in(0u8, &fa);
+        }
+        for &n in &sizes {
+            let mut dirty = allocator_api2::boxed::Box::try_new_uninit_slice_in(n, &fa).unwrap();
+            for b in dirty.iter_mut() {
+                b.write(0xa5);
+            }
+            drop(dirty);
+            let z = allocator_api2::boxed::Box::<[u8], _>::try_new_zeroed_slice_in(n, &fa).unwrap();
+            // SAFETY: try_new_zeroed_slice_in returned zeroed memory, a valid [u8].
+            let z = unsafe { z.assume_init() };
+            assert!(
+                z.iter().all(|&b| b == 0),
+                "zeroed box of {n} bytes is dirty"
+            );
+        }
+    });
+    assert_eq!(c.live_blocks, 0, "{c:?}");
+}
+
 // ---- count around serde_json and syn ----------------------------------------------------------
 
 /// A JSON document of about 300 KB with the usual mix: objects, arrays, numbers, strings with and
