@@ -40,6 +40,15 @@ pub fn run(data: &[u8]) {
         counts.live_blocks, 0,
         "blocks left after the containers were dropped (schedule {pattern:?}): {counts:?}"
     );
+    // Everything was allocated and freed inside the count, so the two counts meet; and every
+    // allocation or grow the schedule let through reached PoolAlloc, where the count saw it (the
+    // rest of its figures are the model's own blocks).
+    assert_eq!(counts.allocations, counts.frees, "{counts:?}");
+    let passed = fa.allocations() - fa.failures();
+    assert!(
+        counts.allocations + counts.reallocations >= passed,
+        "count saw fewer allocations than FailingAlloc passed on ({passed}): {counts:?}"
+    );
 }
 
 /// Reads the operations; `None` once the input is used up.
