@@ -28,43 +28,10 @@ mod imp {
     use crate::link::{self, POISON, POISON_BYTES, POISON_WORDS, decode, tag};
     use crate::lock::Lock;
     use crate::{os, size_class};
-    use core::fmt::{self, Write};
     use core::ptr;
     use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering::Acquire, Ordering::Relaxed};
 
-    // --- aborting with a message ----------------------------------------------------------------------
-
-    struct StderrBuf {
-        buf: [u8; 256],
-        len: usize,
-    }
-
-    impl Write for StderrBuf {
-        fn write_str(&mut self, s: &str) -> fmt::Result {
-            let n = s.len().min(self.buf.len() - self.len);
-            self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
-            self.len += n;
-            Ok(())
-        }
-    }
-
-    /// Prints `poolalloc: <message>` to stderr without allocating and aborts.
-    #[cold]
-    #[inline(never)]
-    pub fn fatal(args: fmt::Arguments<'_>) -> ! {
-        let mut b = StderrBuf {
-            buf: [0; 256],
-            len: 0,
-        };
-        let _ = b.write_str("poolalloc: ");
-        let _ = b.write_fmt(args);
-        let _ = b.write_str("\n");
-        // SAFETY: the buffer holds `len` initialised bytes; write and abort have no other preconditions.
-        unsafe {
-            libc::write(2, b.buf.as_ptr().cast(), b.len);
-            libc::abort();
-        }
-    }
+    pub use crate::fatal::fatal;
 
     /// Checks a decoded link read from slot `from`: null, or a slot of a chunk of ours of the same class.
     #[inline(always)]

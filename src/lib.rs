@@ -40,6 +40,8 @@
 
 mod blocking_pool;
 mod chunk;
+#[cfg(any(feature = "hardened", feature = "testing"))]
+mod fatal;
 mod global;
 mod hardened;
 mod heap;

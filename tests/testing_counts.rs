@@ -297,3 +297,37 @@ fn a_failing_assert_inside_forbid_panics_normally() {
     // The scope ended with the unwind: allocating works again.
     black_box(vec![0u8; 10]);
 }
+
+#[test]
+fn forbid_on_one_thread_leaves_other_threads_free_to_allocate() {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    static STAGE: AtomicUsize = AtomicUsize::new(0);
+    let other = std::thread::spawn(|| {
+        while STAGE.load(SeqCst) != 1 {
+            std::thread::yield_now();
+        }
+        // Allocates while the main thread is inside `forbid`, and inside a `forbid` of its own
+        // that ended.
+        forbid(|| {});
+        let v: Vec<Box<usize>> = (0..1000).map(Box::new).collect();
+        black_box(v);
+        STAGE.store(2, SeqCst);
+    });
+    forbid(|| {
+        STAGE.store(1, SeqCst);
+        while STAGE.load(SeqCst) != 2 {
+            std::thread::yield_now();
+        }
+    });
+    other.join().unwrap();
+}
+
+#[test]
+fn frees_inside_forbid_inside_count_are_counted() {
+    let a = black_box(vec![0u8; 10]);
+    let ((), c) = count(|| {
+        let b = black_box(vec![0u8; 20]);
+        forbid(move || drop((a, b)));
+    });
+    assert_eq!((c.allocations, c.frees, c.live_blocks), (1, 2, 0));
+}

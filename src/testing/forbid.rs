@@ -1,8 +1,8 @@
 //! `forbid`: a scope in which the calling thread must not allocate through `PoolAlloc`.
 
+use crate::fatal::fatal;
 use core::alloc::Layout;
 use core::cell::Cell;
-use core::fmt::{self, Write};
 
 thread_local! {
     /// How many `forbid` scopes the thread is inside. Const-initialised, no destructor.
@@ -68,39 +68,5 @@ pub fn check(layout: Layout, new_size: Option<usize>) {
             n,
             layout.align()
         )),
-    }
-}
-
-/// A message buffer on the stack: formatting into it allocates nothing.
-struct StackMsg {
-    buf: [u8; 256],
-    len: usize,
-}
-
-impl Write for StackMsg {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        let n = s.len().min(self.buf.len() - self.len);
-        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
-        self.len += n;
-        Ok(())
-    }
-}
-
-/// Writes `poolalloc: <message>` to stderr without allocating and aborts (never unwinds: this runs
-/// inside the allocator).
-#[cold]
-#[inline(never)]
-pub fn fatal(args: fmt::Arguments<'_>) -> ! {
-    let mut m = StackMsg {
-        buf: [0; 256],
-        len: 0,
-    };
-    let _ = m.write_str("poolalloc: ");
-    let _ = m.write_fmt(args);
-    let _ = m.write_str("\n");
-    // SAFETY: the buffer holds `len` initialised bytes; write and abort have no other preconditions.
-    unsafe {
-        libc::write(2, m.buf.as_ptr().cast(), m.len);
-        libc::abort();
     }
 }

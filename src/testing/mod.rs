@@ -33,7 +33,9 @@
 //! it and nothing armed (no limit, no `count` or `forbid` running in any thread): one load and a
 //! branch more per allocation and per free. Armed: an out-of-line call per allocation, free and
 //! reallocation in every thread; with a limit, one atomic read-modify-write on a shared counter;
-//! in a counting thread, a hash-table update (see [`count`]).
+//! in a counting thread, a hash-table update (see `count`). Measured with callgrind on a 16-byte
+//! alloc/free loop: about 4 more instructions per call unarmed, about 55 per allocation and 30 per
+//! free with a limit set, about 105 per allocation and per free inside a `count`.
 
 mod failing_alloc;
 pub use failing_alloc::FailingAlloc;

@@ -136,7 +136,7 @@ impl Table {
         };
         let p = os::map(cap * size_of::<Entry>()).cast::<Entry>();
         if p.is_null() {
-            super::forbid::fatal(format_args!(
+            crate::fatal::fatal(format_args!(
                 "testing::count could not map {} bytes for its table of live blocks",
                 cap * size_of::<Entry>()
             ));
