@@ -8,6 +8,7 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
   cargo install cargo-fuzz --locked
 fi
 status=0
+# Every [[bin]] of fuzz/Cargo.toml: global_alloc, pool, threaded, collections.
 for target in $(cargo fuzz list); do
   mkdir -p "corpus/$target" "artifacts/$target"
   echo "fuzzing $target for ${secs}s"
