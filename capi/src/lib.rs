@@ -99,11 +99,16 @@ pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
     if size > MAX_REQUEST {
         return oom();
     }
+    // A span that cannot grow in place tries mremap first, which fails with ENOMEM before the
+    // move succeeds: errno must not show that on success.
+    // SAFETY: __errno_location returns this thread's errno slot.
+    let saved = unsafe { *libc::__errno_location() };
     // SAFETY: forwarded contract.
     let q = unsafe { raw::realloc(p.cast(), size, align_for(size)) };
     if q.is_null() {
         return oom();
     }
+    set_errno(saved);
     q.cast()
 }
 
