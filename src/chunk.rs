@@ -134,7 +134,7 @@ pub struct Chunk {
     /// (the first slot came back), never ([`NEVER`]) for the current chunk. One compare on the fast
     /// path covers both events.
     pub notify_at: u32,
-    /// When the chunk last became empty (`source::now_ms`), while the source holds it.
+    /// When the chunk last became empty (`os::now_ms`), while the source holds it.
     pub emptied_at: u32,
     /// On the owner's list of full chunks.
     pub in_full: bool,

@@ -4,7 +4,7 @@
 //! | misuse | how it is caught |
 //! |---|---|
 //! | double free, realloc of a freed block | free slots of 16 B and more carry a keyed tag of their address in their second word; an 8-byte slot counts as free while its only word decodes to a link a free slot could hold (handing it out overwrites the word); large blocks: a table of live blocks |
-//! | free of an interior, unaligned, wild, foreign or never-allocated pointer | a bitmap of the address space marking our chunks; the slot grid of the chunk (a multiply, not a division); the chunk's carved watermark; the live-large-block table |
+//! | free of an interior, unaligned, wild, foreign or never-allocated pointer | the address map of our chunks (`addr_map`); the slot grid of the chunk (a multiply, not a division); the chunk's carved watermark; the live-large-block table |
 //! | size-mismatched dealloc | the layout's class against the chunk header's class |
 //! | corrupted free-list links | links stored as `rotl(p ^ k1, k0) + k0` with per-process keys, and a decoded link must name a chunk of ours of the same class |
 //! | write after free | freed slots carry their tag and the `0x1deadb0b` pattern in their first 64 bytes (after the link word), checked when handed out again |
@@ -27,7 +27,7 @@ mod imp {
     use crate::chunk::{self, CHUNK_SHIFT, CHUNK_SIZE, FreeSlot};
     use crate::link::{self, POISON, POISON_BYTES, POISON_WORDS, decode, tag};
     use crate::lock::Lock;
-    use crate::{os, size_class};
+    use crate::{addr_map, os, size_class};
     use core::fmt::{self, Write};
     use core::ptr;
     use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering::Acquire, Ordering::Relaxed};
@@ -82,49 +82,18 @@ mod imp {
         }
     }
 
-    // --- which chunks are ours ------------------------------------------------------------------------
+    // --- which chunks are ours: the address map ------------------------------------------------------
 
-    /// One bit per CHUNK_SIZE of a 47-bit address space: 2^29 bits, 64 MiB of address space mapped once;
-    /// only the pages that cover our chunks are ever touched.
-    const ADDR_BITS: usize = 47;
-    const MAP_WORDS: usize = 1 << (ADDR_BITS - CHUNK_SHIFT - 6);
-    static CHUNK_MAP: AtomicPtr<AtomicU64> = AtomicPtr::new(ptr::null_mut());
-
-    /// Marks `[base, base + len)` (whole chunks) as ours. Called by the chunk source with its lock held.
-    pub fn register_chunks(base: *mut u8, len: usize) {
-        // Keys first: no link may be stored in a chunk before they are fixed.
+    /// Called by the chunk source before the first chunk of a region is used: fixes the link keys
+    /// (no link may be stored in a chunk before they are).
+    pub fn register_chunks(_base: *mut u8, _len: usize) {
         link::init();
-        let mut map = CHUNK_MAP.load(Relaxed);
-        if map.is_null() {
-            map = os::map(MAP_WORDS * 8).cast();
-            if map.is_null() {
-                fatal(format_args!("cannot map the chunk bitmap"));
-            }
-            CHUNK_MAP.store(map, Relaxed);
-        }
-        let first = base as usize >> CHUNK_SHIFT;
-        for i in first..first + len / CHUNK_SIZE {
-            if i >> 6 >= MAP_WORDS {
-                fatal(format_args!(
-                    "chunk {:#x} above the 47-bit address space",
-                    i << CHUNK_SHIFT
-                ));
-            }
-            // SAFETY: map has MAP_WORDS words and i >> 6 < MAP_WORDS.
-            unsafe { (*map.add(i >> 6)).fetch_or(1 << (i & 63), Relaxed) };
-        }
     }
 
-    /// True when `p` lies in a chunk this allocator mapped.
+    /// True when `p` lies in a chunk this allocator mapped (and has not unmapped).
     #[inline]
     pub fn is_ours(p: *mut u8) -> bool {
-        let map = CHUNK_MAP.load(Relaxed);
-        let i = p as usize >> CHUNK_SHIFT;
-        if map.is_null() || i >> 6 >= MAP_WORDS {
-            return false;
-        }
-        // SAFETY: in bounds, checked above.
-        unsafe { (*map.add(i >> 6)).load(Relaxed) & (1 << (i & 63)) != 0 }
+        addr_map::is_chunk(p)
     }
 
     // --- per-slot state: free-slot tags, and links for the 8-byte class --------------------------------
@@ -266,8 +235,11 @@ mod imp {
                     .unwrap_or(2);
                 bad_hand_out(p, size, at * 8);
             }
-            // Clear the mark, so freeing the new block is not taken for a double free.
+            // Clear the mark, so freeing the new block is not taken for a double free, and the
+            // link word: a stale link left in a block the user never writes would otherwise be
+            // copied by a realloc into an 8-byte slot, where it reads as a free slot's link.
             w.add(1).write(0);
+            w.write(0);
         }
     }
 
@@ -308,6 +280,15 @@ mod imp {
     fn double_free(p: *mut u8) -> ! {
         fatal(format_args!(
             "double free of {p:p} (or free of a never-allocated slot)"
+        ))
+    }
+
+    /// A pointer into one of our large spans that is not a live block's start, given to the
+    /// size-less interface.
+    #[cold]
+    pub fn on_invalid_pointer(p: *mut u8, what: &str) {
+        fatal(format_args!(
+            "{what} of {p:p}: not a live block (inside a large block, or freed already)"
         ))
     }
 
@@ -471,6 +452,8 @@ mod imp {
     pub fn on_free(_p: *mut u8, _layout: core::alloc::Layout) {}
     #[inline(always)]
     pub fn check_live(_p: *mut u8, _class: usize) {}
+    #[inline(always)]
+    pub fn on_invalid_pointer(_p: *mut u8, _what: &str) {}
     #[inline(always)]
     pub fn on_large_alloc(_p: *mut u8) {}
     #[inline(always)]

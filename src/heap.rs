@@ -33,8 +33,7 @@
 use crate::chunk::{self, Chunk, FreeSlot, push, unlink};
 use crate::lock::Lock;
 use crate::size_class::NUM_CLASSES;
-use crate::{hardened, os, source};
-use core::cell::Cell;
+use crate::{hardened, os, source, span};
 use core::ptr;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 
@@ -104,15 +103,86 @@ const fn exited() -> *mut Heap {
     (&raw const EXITED.0).cast_mut()
 }
 
-thread_local! {
-    /// This thread's heap: [`empty`] until its first allocation or free, [`exited`] after its
-    /// exit hook. Const-initialised, no destructor (see the re-entrance trap in DESIGN.md).
-    static HEAP: Cell<*mut Heap> = const { Cell::new(empty()) };
+// This thread's heap: [`empty`] until its first allocation or free, [`exited`] after its exit hook.
+// Const-initialised, no destructor (see the re-entrance trap in DESIGN.md).
+//
+// On x86-64 Linux the slot is declared in assembly and read with the initial-exec TLS model: one
+// `mov` from `%fs`, in an executable and in a shared library alike. (Rust's `thread_local!` uses
+// the general-dynamic model in a shared library: a call to `__tls_get_addr` on every malloc and
+// free of `libpoolalloc_c.so`; only nightly can choose the model.) A library with an initial-exec
+// slot must be loaded at startup (LD_PRELOAD, or linked) or find room in glibc's surplus static
+// TLS when `dlopen`ed; it needs 8 bytes. Elsewhere, and under Miri, `thread_local!` holds it.
+#[cfg(all(target_arch = "x86_64", target_os = "linux", not(miri)))]
+mod slot {
+    use super::{EMPTY, Heap};
+
+    // The slot, in `.tdata` so that it starts out naming the empty heap. Hidden: it is private to
+    // the binary or library poolalloc is linked into.
+    core::arch::global_asm!(
+        ".pushsection .tdata,\"awT\",@progbits",
+        ".p2align 3",
+        ".globl __poolalloc_heap_slot_v01",
+        ".hidden __poolalloc_heap_slot_v01",
+        "__poolalloc_heap_slot_v01:",
+        ".quad {empty}",
+        ".popsection",
+        empty = sym EMPTY,
+    );
+
+    #[inline(always)]
+    pub fn get() -> *mut Heap {
+        let p: *mut Heap;
+        // SAFETY: reads this thread's 8-byte slot: its offset from the thread pointer comes from
+        // the GOT (initial-exec), and %fs is the thread pointer on x86-64 Linux.
+        unsafe {
+            core::arch::asm!(
+                "mov {p}, qword ptr [rip + __poolalloc_heap_slot_v01@GOTTPOFF]",
+                "mov {p}, qword ptr fs:[{p}]",
+                p = out(reg) p,
+                options(nostack, readonly, preserves_flags, pure),
+            );
+        }
+        p
+    }
+
+    #[inline(always)]
+    pub fn set(h: *mut Heap) {
+        // SAFETY: writes this thread's slot (as `get` reads it).
+        unsafe {
+            core::arch::asm!(
+                "mov {t}, qword ptr [rip + __poolalloc_heap_slot_v01@GOTTPOFF]",
+                "mov qword ptr fs:[{t}], {h}",
+                t = out(reg) _,
+                h = in(reg) h,
+                options(nostack, preserves_flags),
+            );
+        }
+    }
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux", not(miri))))]
+mod slot {
+    use super::{Heap, empty};
+    use core::cell::Cell;
+
+    thread_local! {
+        static HEAP: Cell<*mut Heap> = const { Cell::new(empty()) };
+    }
+
+    #[inline(always)]
+    pub fn get() -> *mut Heap {
+        HEAP.with(|h| h.get())
+    }
+
+    #[inline(always)]
+    pub fn set(h: *mut Heap) {
+        HEAP.with(|t| t.set(h))
+    }
 }
 
 #[inline(always)]
 fn this_heap() -> *mut Heap {
-    HEAP.with(|h| h.get())
+    slot::get()
 }
 
 #[inline(always)]
@@ -549,10 +619,10 @@ fn init_heap() -> *mut Heap {
     install_fork_handlers();
     let h = new_registered_heap();
     if h.is_null() {
-        HEAP.with(|t| t.set(exited()));
+        slot::set(exited());
         return exited();
     }
-    HEAP.with(|t| t.set(h));
+    slot::set(h);
     register_exit_hook();
     h
 }
@@ -580,7 +650,7 @@ extern "C" fn on_thread_exit(_: *mut libc::c_void) {
     if h == empty() || h == exited() {
         return;
     }
-    HEAP.with(|t| t.set(exited()));
+    slot::set(exited());
     // SAFETY: h was this thread's heap; from now on no thread uses it until it is reused.
     unsafe { abandon_all(h) };
 }
@@ -762,13 +832,15 @@ pub fn class_totals() -> [(usize, usize, usize); NUM_CLASSES] {
 // ---------------------------------------------------------------------------------------------------
 // fork: a child forked while another thread holds one of our locks would deadlock on its first
 // allocation (jemalloc #315). Around fork, the forking thread takes every lock in the lock order
-// (shared heap, registry, the source's class locks, its region lock, hardened's table) and
+// (shared heap, registry, the source's class locks, its region lock, the span cache, hardened's
+// table) and
 // releases them in parent and child. This is the one place that knows every lock.
 
 extern "C" fn fork_prepare() {
     core::mem::forget(SHARED.lock());
     core::mem::forget(REGISTRY.lock());
     source::lock_for_fork();
+    span::lock_for_fork();
     hardened::lock_for_fork();
 }
 
@@ -779,6 +851,7 @@ unsafe fn fork_release(child: bool) {
     // the child this thread is the only one, and the copies of the locks are held by it.
     unsafe {
         hardened::unlock_after_fork();
+        span::unlock_after_fork();
         source::unlock_after_fork(child);
         REGISTRY.force_unlock();
         SHARED.force_unlock();

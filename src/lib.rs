@@ -21,7 +21,8 @@
 //! - **abandoned chunk**: a chunk with live blocks whose owning thread exited; another thread of
 //!   the class adopts it, or the purger gives it back once its blocks are freed.
 //! - **large block**: a request above 32 KiB or aligned above what a class gives, served by the
-//!   system allocator.
+//!   system allocator (by `PoolAlloc`), or by a mapping of its own, a *span* (by [`raw`], the
+//!   size-less interface behind the C library `poolalloc-c`, which replaces `malloc` itself).
 //!
 //! # A request's path
 //!
@@ -38,6 +39,7 @@
 //! The design, its invariants and its lock order: `DESIGN.md` in the repository.
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod addr_map;
 mod blocking_pool;
 mod chunk;
 mod global;
@@ -48,8 +50,10 @@ mod link;
 mod lock;
 mod object_pool;
 mod os;
+pub mod raw;
 mod size_class;
 mod source;
+mod span;
 mod stats;
 
 pub use blocking_pool::{AcquireError, BlockingPool, Pooled, Shutdown};

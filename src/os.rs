@@ -41,6 +41,31 @@ pub fn map(size: usize) -> *mut u8 {
     }
 }
 
+/// Maps `size` bytes of zeroed read-write address space without reserving swap for it
+/// (MAP_NORESERVE): for large, sparsely touched tables. Null on failure.
+pub fn reserve(size: usize) -> *mut u8 {
+    if cfg!(miri) {
+        // Miri knows only MAP_PRIVATE | MAP_ANONYMOUS.
+        return map(size);
+    }
+    // SAFETY: as in `map`.
+    let p = unsafe {
+        libc::mmap(
+            ptr::null_mut(),
+            size,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        ptr::null_mut()
+    } else {
+        p.cast()
+    }
+}
+
 /// Maps `size` bytes aligned to `align` (a power of two, a multiple of the page size); null on
 /// failure. Over-maps by `align` and unmaps the unaligned head and tail.
 pub fn map_aligned(size: usize, align: usize) -> *mut u8 {
@@ -90,6 +115,17 @@ pub unsafe fn purge(p: *mut u8, size: usize) {
     unsafe {
         libc::madvise(p.cast(), size, libc::MADV_DONTNEED);
     }
+}
+
+/// A coarse monotonic clock in milliseconds (wrapping), cheap enough for the slow path.
+pub fn now_ms() -> u32 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    (ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000) as u32
 }
 
 /// The process's resident set size in bytes, from `/proc/self/statm`, read without allocating.

@@ -97,8 +97,53 @@ pub fn is_small(size: usize, align: usize) -> bool {
 /// Slot size of class `c`.
 #[inline(always)]
 pub fn size_of(c: usize) -> usize {
-    CLASS_SIZE[c]
+    debug_assert!(c < NUM_CLASSES);
+    // Masked into a 64-entry copy of the table: no bounds check on the fast paths (a class is
+    // always below NUM_CLASSES; a corrupt one would read 0, never out of bounds).
+    SIZE_BY_CLASS[c & 63] as usize
 }
+
+/// [`CLASS_SIZE`] padded to 64 entries, as `u32`.
+static SIZE_BY_CLASS: [u32; 64] = {
+    let mut t = [0u32; 64];
+    let mut c = 0;
+    while c < NUM_CLASSES {
+        t[c] = class_size_of(c) as u32;
+        c += 1;
+    }
+    t
+};
+
+/// The class `malloc(size)` uses: C wants every block of 16 bytes or more 16-aligned
+/// (`alignof(max_align_t)`, as glibc and jemalloc give), smaller ones 8-aligned. None above
+/// [`MAX_SMALL`]. Sizes up to 1 KiB are one table lookup.
+#[inline(always)]
+pub fn class_of_malloc(size: usize) -> Option<usize> {
+    if size <= TABLE_MAX {
+        Some(MALLOC_TABLE[(size + 7) >> 3] as usize)
+    } else if size <= MAX_SMALL {
+        // Every class above 64 bytes is a multiple of 16 bytes, so its slots are 16-aligned.
+        Some(class_of_size_computed(size))
+    } else {
+        None
+    }
+}
+
+/// `MALLOC_TABLE[i]`: the class of sizes `8i - 7 ..= 8i` (and of 0 for i = 0) with C's alignment.
+static MALLOC_TABLE: [u8; TABLE_MAX / 8 + 1] = {
+    let mut t = [0u8; TABLE_MAX / 8 + 1];
+    let mut i = 0;
+    while i < t.len() {
+        let s = i * 8;
+        t[i] = if s <= 8 {
+            0
+        } else {
+            class_of_size_computed((s + 15) & !15) as u8
+        };
+        i += 1;
+    }
+    t
+};
 
 #[cfg(test)]
 mod tests {
@@ -141,6 +186,21 @@ mod tests {
             s += if s < 4096 { 1 } else { step };
         }
         assert_eq!(class_of(MAX_SMALL + 1, 1), None);
+    }
+
+    #[test]
+    fn malloc_classes_fit_and_are_aligned_as_c_wants() {
+        for s in 0..=MAX_SMALL + 1 {
+            let want = if s <= 8 { 8 } else { 16 };
+            match class_of_malloc(s) {
+                Some(c) => {
+                    assert!(size_of(c) >= s.max(1), "size {s}");
+                    assert_eq!(size_of(c) % want, 0, "size {s}: class {c} not {want}-aligned");
+                    assert_eq!(Some(c), class_of(s.max(1), want), "size {s}");
+                }
+                None => assert!(s > MAX_SMALL),
+            }
+        }
     }
 
     #[test]

@@ -17,12 +17,13 @@
 //! way round. A chunk on a list here has no owner: the holder of the list's lock may touch every
 //! field of its header.
 
+use crate::addr_map::{self, Kind};
 use crate::chunk::{self, CHUNK_SIZE, Chunk};
 use crate::hardened;
 use crate::link;
 use crate::lock::Lock;
-use crate::os;
 use crate::size_class::NUM_CLASSES;
+use crate::{os, span};
 use core::ptr;
 use core::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
@@ -55,17 +56,6 @@ pub fn set_purge_delay_ms(ms: usize) {
 /// Empty chunks waiting for the purger, all classes together.
 static WAITING: AtomicUsize = AtomicUsize::new(0);
 
-/// A coarse monotonic clock in milliseconds (wrapping), cheap enough for the slow path.
-pub fn now_ms() -> u32 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid out-pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
-    (ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000) as u32
-}
-
 // ---------------------------------------------------------------------------------------------------
 // Regions and spares.
 
@@ -88,6 +78,22 @@ static REGIONS: Lock<Regions> = Lock::new(Regions {
     nspare: 0,
 });
 
+/// Maps `len` bytes of chunks (aligned to CHUNK_SIZE) and marks them ours in the address map;
+/// null when the OS has no memory.
+fn map_region(len: usize) -> *mut u8 {
+    let m = os::map_aligned(len, CHUNK_SIZE);
+    if m.is_null() {
+        return m;
+    }
+    if !addr_map::set(Kind::Chunk, m, len, true) {
+        // SAFETY: our own fresh mapping, unknown to anyone.
+        unsafe { os::unmap(m, len) };
+        return ptr::null_mut();
+    }
+    hardened::register_chunks(m, len);
+    m
+}
+
 /// A zeroed chunk's base, or null when the OS has no memory.
 fn map_chunk() -> *mut u8 {
     let mut r = REGIONS.lock();
@@ -96,18 +102,12 @@ fn map_chunk() -> *mut u8 {
         return r.spare[r.nspare];
     }
     if r.left == 0 {
-        let m = os::map_aligned(REGION_CHUNKS * CHUNK_SIZE, CHUNK_SIZE);
+        let m = map_region(REGION_CHUNKS * CHUNK_SIZE);
         if m.is_null() {
             // Fall back to a single chunk: the OS may have room for less.
             drop(r);
-            let one = os::map_aligned(CHUNK_SIZE, CHUNK_SIZE);
-            if !one.is_null() {
-                let _r = REGIONS.lock();
-                hardened::register_chunks(one, CHUNK_SIZE);
-            }
-            return one;
+            return map_region(CHUNK_SIZE);
         }
-        hardened::register_chunks(m, REGION_CHUNKS * CHUNK_SIZE);
         r.cur = m;
         r.left = REGION_CHUNKS;
     }
@@ -134,9 +134,9 @@ unsafe fn purge(c: *mut Chunk) {
         r.nspare += 1;
     } else {
         drop(r);
+        // Not ours any more: a pointer into it is foreign from now on (the OS may map it to anyone).
+        addr_map::set(Kind::Chunk, base, CHUNK_SIZE, false);
         // SAFETY: as above; the chunk is a whole, CHUNK_SIZE-aligned part of a mapping of ours.
-        // (With `hardened` its bit in the chunk map stays set; its header then faults if read,
-        // which is why the map is only consulted for pointers given to free.)
         unsafe { os::unmap(base, CHUNK_SIZE) };
     }
 }
@@ -215,7 +215,7 @@ pub unsafe fn release(c: *mut Chunk) {
         WAITING.fetch_add(1, Ordering::Relaxed);
         // SAFETY: as above; we hold the class lock.
         unsafe {
-            (*c).emptied_at = now_ms();
+            (*c).emptied_at = os::now_ms();
             (*c).next = l.empty;
         }
         l.empty = c;
@@ -426,7 +426,7 @@ extern "C" fn purger_main(_: *mut libc::c_void) -> *mut libc::c_void {
         };
         // SAFETY: ts is a valid timespec; a null remainder is allowed.
         unsafe { libc::nanosleep(&ts, ptr::null_mut()) };
-        let now = now_ms();
+        let now = os::now_ms();
         let retain = RETAIN.load(Ordering::Relaxed);
         for class in 0..NUM_CLASSES {
             let reaped = reap_abandoned(class);
@@ -434,6 +434,7 @@ extern "C" fn purger_main(_: *mut libc::c_void) -> *mut libc::c_void {
             unsafe { release_list(reaped, false) };
             purge_empty(class, retain, now, delay as u32);
         }
+        span::expire(now, delay as u32);
     }
 }
 

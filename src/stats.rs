@@ -2,7 +2,7 @@
 
 use crate::chunk::{self, CHUNK_SIZE};
 use crate::size_class::{self, NUM_CLASSES};
-use crate::{heap, large, os, source};
+use crate::{heap, large, os, source, span};
 use core::fmt;
 
 /// Counters of one size class. Slots of a class's chunks are either `live` (held by the program),
@@ -110,13 +110,21 @@ pub fn stats() -> Stats {
 /// collecting their remote frees), abandoned chunks that became empty, every retained empty chunk,
 /// and (with glibc) the system allocator's free heap. Other threads' chunks are untouched.
 pub fn trim() {
-    heap::trim_current_thread();
-    source::trim();
+    trim_pools();
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim has no preconditions.
     unsafe {
         libc::malloc_trim(0);
     }
+}
+
+/// [`trim`] without the system allocator's part: what poolalloc itself holds (large spans of the
+/// size-less interface waiting for reuse included). The C ABI's `malloc_trim` calls this one: there
+/// `libc::malloc_trim` would be itself.
+pub(crate) fn trim_pools() {
+    heap::trim_current_thread();
+    source::trim();
+    span::expire(os::now_ms(), 0);
 }
 
 /// Bytes as a short human-readable string, formatted without allocating.

@@ -1,0 +1,254 @@
+//! The size-less interface: blocks freed, measured and resized by their address alone, as C's
+//! `malloc` family needs (the `poolalloc-c` package is a thin layer over this module).
+//!
+//! A pointer leads to its block through the address map: in one of our chunks, its class is in the
+//! chunk's header; in one of our large spans, its size is in the span's header; anywhere else it
+//! is *foreign* (handed out before poolalloc was loaded, or by the dynamic loader's own early
+//! allocator) and is never written: [`free`] leaves it alone and [`realloc`] copies what it can
+//! read of it.
+//!
+//! Unlike [`PoolAlloc`](crate::PoolAlloc), which hands large blocks to the system allocator, this
+//! interface serves them from spans of its own (`span` module), since in a process where it
+//! replaces `malloc` it *is* the system allocator. The statistics count a block's usable size
+//! (its slot or span), since no requested size comes back with a free.
+
+use crate::addr_map::{self, Kind};
+use crate::size_class::{self, class_of};
+use crate::{chunk, hardened, heap, os, span, stats};
+use core::alloc::Layout;
+use core::ptr;
+
+/// A block of at least `size` bytes (at least one) aligned to `align` (a power of two); null when
+/// out of memory or when `size` is too large to ever be served.
+#[inline(always)]
+pub fn alloc(size: usize, align: usize) -> *mut u8 {
+    debug_assert!(align.is_power_of_two());
+    let size = size.max(1);
+    match class_of(size, align) {
+        Some(c) => small(c),
+        None => large(size, align).0,
+    }
+}
+
+#[inline(always)]
+fn small(c: usize) -> *mut u8 {
+    let p = heap::alloc(c, size_class::size_of(c));
+    if !p.is_null() {
+        hardened::on_hand_out(p, c);
+    }
+    p
+}
+
+#[cold]
+fn large(size: usize, align: usize) -> (*mut u8, bool) {
+    let (p, fresh) = span::alloc(size, align);
+    if !p.is_null() {
+        // SAFETY: p is a live span block just allocated.
+        heap::count_large(true, unsafe { span::usable(p) });
+    }
+    (p, fresh)
+}
+
+/// A block of at least `size` bytes (at least one) aligned as C's `malloc` promises: 16 bytes for
+/// blocks of 16 bytes or more, 8 below. The `malloc` fast path: one table lookup for the class.
+#[inline(always)]
+pub fn malloc(size: usize) -> *mut u8 {
+    match size_class::class_of_malloc(size) {
+        Some(c) => small(c),
+        None => large(size, 16).0,
+    }
+}
+
+/// As [`alloc`], with the first `size` bytes zeroed.
+pub fn alloc_zeroed(size: usize, align: usize) -> *mut u8 {
+    let size = size.max(1);
+    match class_of(size, align) {
+        Some(c) => {
+            let p = small(c);
+            if !p.is_null() {
+                // A recycled slot is dirty; zero what was asked for.
+                // SAFETY: p is a fresh slot of at least size bytes.
+                unsafe { ptr::write_bytes(p, 0, size) };
+            }
+            p
+        }
+        None => {
+            let (p, fresh) = large(size, align);
+            if !p.is_null() && !fresh {
+                // SAFETY: a reused span block holds at least size bytes; fresh ones are zero.
+                unsafe { ptr::write_bytes(p, 0, size) };
+            }
+            p
+        }
+    }
+}
+
+/// Whose a pointer is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Owner {
+    /// A slot of class `c` (or a pointer into one of our chunks).
+    Small(usize),
+    /// The start of a live span block.
+    Large,
+    /// Not a block of ours.
+    Foreign,
+}
+
+#[inline(always)]
+fn owner(p: *mut u8) -> Owner {
+    match addr_map::kind_of(p) {
+        // SAFETY: the map says p's granule is one of our mapped chunks, so its header is readable.
+        Kind::Chunk => Owner::Small(unsafe { (*chunk::of(p)).class } as usize),
+        Kind::Span if span::is_block(p) => Owner::Large,
+        Kind::Span => {
+            hardened::on_invalid_pointer(p, "free or realloc");
+            Owner::Foreign
+        }
+        Kind::Foreign => Owner::Foreign,
+    }
+}
+
+/// True when `p` is a block this allocator handed out (or points into one of its chunks).
+pub fn owns(p: *mut u8) -> bool {
+    !p.is_null() && owner(p) != Owner::Foreign
+}
+
+/// Frees `p`. Null and foreign pointers are left alone.
+///
+/// # Safety
+/// `p` is null, foreign, or a live block from this module that nobody uses afterwards.
+#[inline(always)]
+pub unsafe fn free(p: *mut u8) {
+    if p.is_null() {
+        return;
+    }
+    match owner(p) {
+        Owner::Small(c) => {
+            let size = size_class::size_of(c);
+            // SAFETY: (for the layout) a class size with alignment 1 is a valid layout.
+            hardened::on_free(p, unsafe { Layout::from_size_align_unchecked(size, 1) });
+            // SAFETY: p is a live slot of class c (caller), counted at its slot size.
+            unsafe { heap::dealloc(p, size) }
+        }
+        // SAFETY: p is a live span block (caller; checked by owner).
+        Owner::Large => unsafe { free_large(p) },
+        Owner::Foreign => {}
+    }
+}
+
+#[cold]
+unsafe fn free_large(p: *mut u8) {
+    // SAFETY: forwarded.
+    if let Some(usable) = unsafe { span::free(p) } {
+        heap::count_large(false, usable);
+    }
+}
+
+/// The usable size of block `p` (at least what was asked for; all of it may be used), or None
+/// when `p` is null or not a block of ours.
+///
+/// # Safety
+/// `p` is null, foreign, or a live block from this module.
+pub unsafe fn usable_size(p: *mut u8) -> Option<usize> {
+    if p.is_null() {
+        return None;
+    }
+    match owner(p) {
+        Owner::Small(c) => Some(size_class::size_of(c)),
+        // SAFETY: a live span block (owner checked its header).
+        Owner::Large => Some(unsafe { span::usable(p) }),
+        Owner::Foreign => None,
+    }
+}
+
+/// Resizes `p` to `new_size` bytes (at least one) aligned to `align`, keeping its contents up to
+/// the smaller size: in place when the block still fits well, else by moving it. Null when out of
+/// memory (then `p` is untouched). A null `p` allocates. A foreign `p` is copied (as much of
+/// `new_size` bytes as can be read from it) into a new block and left alone.
+///
+/// # Safety
+/// `p` is null, foreign, or a live block from this module; when the result is not null and not
+/// `p`, `p` is freed (unless foreign).
+pub unsafe fn realloc(p: *mut u8, new_size: usize, align: usize) -> *mut u8 {
+    if p.is_null() {
+        return alloc(new_size, align);
+    }
+    let new_size = new_size.max(1);
+    let old = match owner(p) {
+        Owner::Small(c) => {
+            hardened::check_live(p, c);
+            let usable = size_class::size_of(c);
+            // Stay while the request fits and uses at least half the slot (and the alignment of
+            // the slot is what the new size needs).
+            if new_size <= usable
+                && new_size >= usable / 2
+                && class_of(new_size, align).is_some_and(|n| size_class::size_of(n) <= usable)
+            {
+                return p;
+            }
+            usable
+        }
+        Owner::Large => {
+            // SAFETY: a live span block.
+            let usable = unsafe { span::usable(p) };
+            if new_size <= usable && new_size >= usable / 2 {
+                return p;
+            }
+            if class_of(new_size, align).is_none() {
+                // Stays large: resize the span (moves pages, never copies).
+                // SAFETY: a live span block; the span keeps the alignment its block had.
+                let (q, now) = unsafe { span::resize(p, new_size) };
+                if !q.is_null() {
+                    heap::count_large(false, usable);
+                    heap::count_large(true, now);
+                    return q;
+                }
+                // Fall back to a copy into a new block below.
+            }
+            usable
+        }
+        Owner::Foreign => {
+            let q = alloc(new_size, align);
+            if !q.is_null() {
+                copy_foreign(p, q, new_size);
+            }
+            return q;
+        }
+    };
+    let q = alloc(new_size, align);
+    if !q.is_null() {
+        // SAFETY: p holds `old` usable bytes and q at least new_size; distinct blocks. p is then
+        // freed (caller's contract).
+        unsafe {
+            ptr::copy_nonoverlapping(p, q, old.min(new_size));
+            free(p);
+        }
+    }
+    q
+}
+
+/// Copies as much of `[src, src + len)` as is readable into `dst`, without faulting: the size of a
+/// foreign block is unknown, and the bytes after it may not be mapped.
+fn copy_foreign(src: *mut u8, dst: *mut u8, len: usize) {
+    let local = libc::iovec {
+        iov_base: dst.cast(),
+        iov_len: len,
+    };
+    let remote = libc::iovec {
+        iov_base: src.cast(),
+        iov_len: len,
+    };
+    // SAFETY: process_vm_readv reads our own memory through the kernel, which stops at the first
+    // unreadable page instead of faulting; dst holds len writable bytes.
+    unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+}
+
+/// Returns free memory to the OS as [`trim`](crate::trim) does (large spans waiting for reuse
+/// included), but leaves the system allocator alone (in a C program, that is us).
+/// True when the resident set shrank.
+pub fn trim() -> bool {
+    let before = os::rss_bytes();
+    stats::trim_pools();
+    let after = os::rss_bytes();
+    matches!((before, after), (Some(b), Some(a)) if a < b)
+}

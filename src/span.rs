@@ -1,0 +1,390 @@
+//! Large blocks of the size-less interface (`raw`, the C ABI): each one a *span*, a mapping of its
+//! own, found again from the pointer alone. (`PoolAlloc`'s large blocks go to the system allocator
+//! instead; in a process where poolalloc *is* the system allocator, that is not possible.)
+//!
+//! ```text
+//! base (aligned to max(CHUNK_SIZE, align), 2 MiB for spans of 2 MiB and more)
+//! │ … │ header (64 B) │ block: p = base + max(64, align) … │ end = base + len (whole granules)
+//! ```
+//!
+//! A span covers whole [`CHUNK_SIZE`] granules, so no other mapping shares a granule with it and
+//! the address map can mark its granules as ours: a pointer is looked up there before its header
+//! is read. The header holds `MAGIC ^ p`, so a pointer into a span that is not its block start
+//! (or a span's block freed already) is recognised.
+//!
+//! Freed spans wait in a small cache (`CACHE_SLOTS` spans, `CACHE_BYTES` in all) for a request of
+//! nearly their size: a block freed and allocated again costs no system call. The purger unmaps
+//! spans that waited longer than the purge delay, and `trim` unmaps all of them. Growing a span
+//! moves its pages with `mremap` (no copy), in place when the address space after it is free.
+
+use crate::addr_map::{self, Kind};
+use crate::chunk::CHUNK_SIZE;
+use crate::lock::Lock;
+use crate::os;
+use core::ptr;
+
+/// Bytes of the header before each block.
+pub const HEADER: usize = 64;
+/// Spans of this size and more are aligned for transparent huge pages.
+const HUGE: usize = 2 << 20;
+/// Freed spans kept for reuse, at most.
+const CACHE_SLOTS: usize = 16;
+/// Bytes of freed spans kept for reuse, at most.
+const CACHE_BYTES: usize = 64 << 20;
+const MAGIC: usize = 0x5a_9e11_0c8b_d2f3;
+
+#[repr(C)]
+struct Header {
+    /// `MAGIC ^ p` while the block `p` is live; zero once freed.
+    magic: usize,
+    /// The mapping: its start and length.
+    base: *mut u8,
+    len: usize,
+}
+
+/// A freed span waiting for reuse.
+#[derive(Clone, Copy)]
+struct Cached {
+    base: *mut u8,
+    len: usize,
+    /// When it was freed ([`os::now_ms`]).
+    at: u32,
+}
+
+struct Cache {
+    slots: [Cached; CACHE_SLOTS],
+    n: usize,
+    bytes: usize,
+}
+
+// SAFETY: the pointers name mappings only the cache's holder touches.
+unsafe impl Send for Cache {}
+
+static CACHE: Lock<Cache> = Lock::new(Cache {
+    slots: [Cached {
+        base: ptr::null_mut(),
+        len: 0,
+        at: 0,
+    }; CACHE_SLOTS],
+    n: 0,
+    bytes: 0,
+});
+
+/// Where the block of a span with alignment `align` starts, from the span's base.
+#[inline]
+fn offset(align: usize) -> usize {
+    align.max(HEADER)
+}
+
+/// The alignment of a span's base for a block of `align` and a span of `len` bytes.
+#[inline]
+fn base_align(align: usize, len: usize) -> usize {
+    let a = align.max(CHUNK_SIZE);
+    if len >= HUGE { a.max(HUGE) } else { a }
+}
+
+/// The span length for `size` bytes at alignment `align`: whole granules; None on overflow.
+#[inline]
+fn span_len(size: usize, align: usize) -> Option<usize> {
+    let need = size.checked_add(offset(align))?;
+    let len = need.checked_add(CHUNK_SIZE - 1)? & !(CHUNK_SIZE - 1);
+    // Keep every length a valid isize, as Rust and mmap want.
+    (len <= isize::MAX as usize / 2).then_some(len)
+}
+
+/// A block of at least `size` bytes aligned to `align` (a power of two), and whether its memory is
+/// fresh from the OS (so already zero); null when out of memory or the size is absurd.
+pub fn alloc(size: usize, align: usize) -> (*mut u8, bool) {
+    let Some(len) = span_len(size, align) else {
+        return (ptr::null_mut(), false);
+    };
+    let balign = base_align(align, len);
+    let (base, len, fresh) = match take_cached(len, balign) {
+        Some((b, l)) => (b, l, false),
+        None => {
+            let b = os::map_aligned(len, balign);
+            if b.is_null() {
+                return (ptr::null_mut(), false);
+            }
+            if !addr_map::set(Kind::Span, b, len, true) {
+                // SAFETY: our own fresh mapping, unknown to anyone.
+                unsafe { os::unmap(b, len) };
+                return (ptr::null_mut(), false);
+            }
+            (b, len, true)
+        }
+    };
+    // SAFETY: base + offset(align) < base + len lies in the span, and the header's 64 bytes
+    // before it too (offset ≥ HEADER); the span is ours and unshared.
+    unsafe {
+        let p = base.add(offset(align));
+        write_header(p, base, len);
+        (p, fresh)
+    }
+}
+
+/// # Safety
+/// `p - HEADER .. p` must lie in the span `[base, base + len)`, which the caller owns.
+unsafe fn write_header(p: *mut u8, base: *mut u8, len: usize) {
+    // SAFETY: guaranteed by the caller; the header is 8-aligned since p is 64-aligned.
+    unsafe {
+        p.sub(HEADER).cast::<Header>().write(Header {
+            magic: MAGIC ^ p as usize,
+            base,
+            len,
+        })
+    };
+}
+
+/// The header of the live span block `p`, or None when `p` is not the start of a live span block.
+/// `p` must be in a granule the address map marks as a span.
+#[inline]
+fn header(p: *mut u8) -> Option<*mut Header> {
+    let h = p.wrapping_sub(HEADER);
+    // The header is in the same span as p when both are in granules of spans; a p in the first 64
+    // bytes of a span's first granule is no block start (blocks start at 64 or more).
+    if (p as usize & (CHUNK_SIZE - 1)) < HEADER && addr_map::kind_of(h) != Kind::Span {
+        return None;
+    }
+    let h = h.cast::<Header>();
+    // SAFETY: h is inside a mapped span of ours (p's granule is a span's and h is in the same
+    // span or, checked above, in a span granule too), 8-aligned when p is (checked first).
+    if p as usize % 8 != 0 || unsafe { (*h).magic } != MAGIC ^ p as usize {
+        return None;
+    }
+    Some(h)
+}
+
+/// True when `p` is a live block of a span. `p` must be in a granule the map marks as a span.
+pub fn is_block(p: *mut u8) -> bool {
+    header(p).is_some()
+}
+
+/// The usable size of the live span block `p` (from `p` to the span's end).
+///
+/// # Safety
+/// `p` must be a live block from [`alloc`].
+pub unsafe fn usable(p: *mut u8) -> usize {
+    let h = p.wrapping_sub(HEADER).cast::<Header>();
+    // SAFETY: p is live (caller), so its header is readable.
+    unsafe { (*h).base as usize + (*h).len - p as usize }
+}
+
+/// Frees the span block `p`. Returns its usable size (for the statistics), or None when `p` is not
+/// a live span block (nothing is done then).
+///
+/// # Safety
+/// `p` must be in a granule the map marks as a span; if it is a live block, nobody uses it after.
+pub unsafe fn free(p: *mut u8) -> Option<usize> {
+    let h = header(p)?;
+    // SAFETY: h is the header of the live block p, which the caller gives up.
+    let (base, len) = unsafe {
+        let (b, l) = ((*h).base, (*h).len);
+        (*h).magic = 0;
+        (b, l)
+    };
+    let usable = base as usize + len - p as usize;
+    // SAFETY: the span is ours and nobody refers to it any more.
+    unsafe { put_cached(base, len) };
+    Some(usable)
+}
+
+/// Resizes the live span block `p` to hold `new_size` bytes, keeping its contents and alignment
+/// (its offset in the span keeps it): in place, by moving its pages, or not at all (null: `p` is untouched).
+/// Returns the block (maybe moved) and its new usable size.
+///
+/// # Safety
+/// `p` must be a live block from [`alloc`].
+pub unsafe fn resize(p: *mut u8, new_size: usize) -> (*mut u8, usize) {
+    let h = p.wrapping_sub(HEADER).cast::<Header>();
+    // SAFETY: p is live (caller).
+    let (base, len) = unsafe { ((*h).base, (*h).len) };
+    let off = p as usize - base as usize;
+    let Some(new_len) = new_size
+        .checked_add(off)
+        .and_then(|n| n.checked_add(CHUNK_SIZE - 1))
+        .map(|n| n & !(CHUNK_SIZE - 1))
+        .filter(|&n| n <= isize::MAX as usize / 2)
+    else {
+        return (ptr::null_mut(), 0);
+    };
+    if new_len == len {
+        return (p, len - off);
+    }
+    if new_len < len {
+        // Shrink: give the tail back.
+        // SAFETY: [base + new_len, base + len) is the span's own tail, whole granules, unused
+        // after the shrink (new_size fits below it).
+        unsafe {
+            let tail = base.add(new_len);
+            addr_map::set(Kind::Span, tail, len - new_len, false);
+            os::unmap(tail, len - new_len);
+            (*h).len = new_len;
+        }
+        return (p, new_len - off);
+    }
+    // Grow in place when the address space after the span is free.
+    // SAFETY: base/len is our mapping; without MREMAP_MAYMOVE it either grows in place or fails.
+    let r = unsafe { libc::mremap(base.cast(), len, new_len, 0) };
+    if r != libc::MAP_FAILED {
+        // SAFETY: the mapping now covers [base, base + new_len); the new granules were free.
+        unsafe {
+            if !addr_map::set(Kind::Span, base.add(len), new_len - len, true) {
+                // Cannot record it: undo the growth (a shrink of our own mapping cannot fail).
+                libc::mremap(base.cast(), new_len, len, 0);
+                return (ptr::null_mut(), 0);
+            }
+            (*h).len = new_len;
+        }
+        return (p, new_len - off);
+    }
+    // Move the pages to a new, suitably aligned place: reserve it, then mremap onto it.
+    let balign = base_align(if off > HEADER { off } else { 1 }, new_len);
+    let dst = os::map_aligned(new_len, balign);
+    if dst.is_null() {
+        return (ptr::null_mut(), 0);
+    }
+    if !addr_map::set(Kind::Span, dst, new_len, true) {
+        // SAFETY: our own fresh mapping.
+        unsafe { os::unmap(dst, new_len) };
+        return (ptr::null_mut(), 0);
+    }
+    // SAFETY: base/len is our whole mapping, dst/new_len our fresh reservation; MREMAP_FIXED
+    // replaces the reservation with the old pages and unmaps the old range.
+    let r = unsafe {
+        libc::mremap(
+            base.cast(),
+            len,
+            new_len,
+            libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
+            dst.cast::<libc::c_void>(),
+        )
+    };
+    if r == libc::MAP_FAILED {
+        addr_map::set(Kind::Span, dst, new_len, false);
+        // SAFETY: the reservation is ours and unused.
+        unsafe { os::unmap(dst, new_len) };
+        return (ptr::null_mut(), 0);
+    }
+    addr_map::set(Kind::Span, base, len, false);
+    // SAFETY: dst + off is the moved block; its header moved with it.
+    unsafe {
+        let q = dst.add(off);
+        write_header(q, dst, new_len);
+        (q, new_len - off)
+    }
+}
+
+/// A cached span of at least `len` bytes (and not much more) whose base is aligned to `balign`.
+fn take_cached(len: usize, balign: usize) -> Option<(*mut u8, usize)> {
+    let mut c = CACHE.lock();
+    let n = c.n;
+    let mut best: Option<usize> = None;
+    for i in 0..n {
+        let s = c.slots[i];
+        if s.len >= len
+            && s.len - len <= len / 4
+            && s.base as usize % balign == 0
+            && best.is_none_or(|b| c.slots[b].len > s.len)
+        {
+            best = Some(i);
+        }
+    }
+    let i = best?;
+    let s = c.slots[i];
+    c.slots[i] = c.slots[n - 1];
+    c.n = n - 1;
+    c.bytes -= s.len;
+    Some((s.base, s.len))
+}
+
+/// Puts a freed span in the cache, or unmaps it (or the oldest cached one) when the cache is full.
+///
+/// # Safety
+/// The span is ours, whole, and unused.
+unsafe fn put_cached(base: *mut u8, len: usize) {
+    let mut evict: [Cached; 2] = [Cached {
+        base: ptr::null_mut(),
+        len: 0,
+        at: 0,
+    }; 2];
+    {
+        let mut c = CACHE.lock();
+        if len > CACHE_BYTES / 4 {
+            evict[0] = Cached { base, len, at: 0 };
+        } else {
+            while c.n == CACHE_SLOTS || c.bytes + len > CACHE_BYTES {
+                // Evict the oldest (slot 0 is the oldest: slots are appended in time order and
+                // removal moves the last one into the hole, which only makes order approximate).
+                let old = c.slots[0];
+                let n = c.n;
+                c.slots[0] = c.slots[n - 1];
+                c.n = n - 1;
+                c.bytes -= old.len;
+                // At most one eviction is needed in practice; spill any more straight out.
+                if evict[1].base.is_null() {
+                    evict[1] = old;
+                } else {
+                    drop(c);
+                    // SAFETY: a cached span is ours and unused.
+                    unsafe { unmap_span(old.base, old.len) };
+                    c = CACHE.lock();
+                }
+            }
+            let n = c.n;
+            c.slots[n] = Cached {
+                base,
+                len,
+                at: os::now_ms(),
+            };
+            c.n = n + 1;
+            c.bytes += len;
+        }
+    }
+    for e in evict {
+        if !e.base.is_null() {
+            // SAFETY: either the span given to us or one taken off the cache: ours and unused.
+            unsafe { unmap_span(e.base, e.len) };
+        }
+    }
+}
+
+/// # Safety
+/// The span is ours, whole, and unused.
+unsafe fn unmap_span(base: *mut u8, len: usize) {
+    addr_map::set(Kind::Span, base, len, false);
+    // SAFETY: guaranteed by the caller.
+    unsafe { os::unmap(base, len) };
+}
+
+/// Unmaps the cached spans that waited `delay_ms` or longer (all of them when `delay_ms` is 0).
+pub fn expire(now: u32, delay_ms: u32) {
+    loop {
+        let victim = {
+            let mut c = CACHE.lock();
+            let n = c.n;
+            let Some(i) = (0..n).find(|&i| now.wrapping_sub(c.slots[i].at) >= delay_ms) else {
+                return;
+            };
+            let s = c.slots[i];
+            c.slots[i] = c.slots[n - 1];
+            c.n = n - 1;
+            c.bytes -= s.len;
+            s
+        };
+        // SAFETY: taken off the cache: ours and unused.
+        unsafe { unmap_span(victim.base, victim.len) };
+    }
+}
+
+/// Takes the cache lock for `fork` (see `heap`'s fork handlers).
+pub(crate) fn lock_for_fork() {
+    core::mem::forget(CACHE.lock());
+}
+
+/// # Safety
+/// Only after [`lock_for_fork`], by the same thread (or its forked child).
+pub(crate) unsafe fn unlock_after_fork() {
+    // SAFETY: held by lock_for_fork, guard forgotten.
+    unsafe { CACHE.force_unlock() };
+}
