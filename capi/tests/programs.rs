@@ -92,7 +92,9 @@ fn setup() -> &'static Setup {
         let witness = root.join("libpoolalloc_witness.so");
         run_ok(
             Command::new("gcc")
-                .args(["-O2", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared", "-o"])
+                .args([
+                    "-O2", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared", "-o",
+                ])
                 .arg(&witness)
                 .arg(inputs().join("c/witness.c"))
                 .arg("-ldl")
@@ -153,7 +155,8 @@ impl Setup {
             libs.push(' ');
         }
         libs.push_str(&self.witness.display().to_string());
-        cmd.env("LD_PRELOAD", libs).env("POOLALLOC_WITNESS_LOG", log);
+        cmd.env("LD_PRELOAD", libs)
+            .env("POOLALLOC_WITNESS_LOG", log);
     }
 
     /// Checks the witness log: every process resolved the four functions to the allocator, and each of
@@ -190,7 +193,8 @@ impl Setup {
             }
         }
         // "gcc" matches x86_64-linux-gnu-gcc-12, "ld" matches x86_64-linux-gnu-ld.bfd.
-        let matches = |name: &str, want: &str| name == want || name.split(['-', '.']).any(|t| t == want);
+        let matches =
+            |name: &str, want: &str| name == want || name.split(['-', '.']).any(|t| t == want);
         for exe in must_run {
             assert!(
                 exes.iter().any(|e| matches(e, exe)),
@@ -203,7 +207,12 @@ impl Setup {
 
 /// Runs a program twice, without and with the preload (`stdin` fed to both), and returns both outputs.
 /// The preloaded run must exit as the reference did.
-fn twice(s: &Setup, name: &str, make: &dyn Fn() -> Command, stdin: Option<&[u8]>) -> (Output, Output) {
+fn twice(
+    s: &Setup,
+    name: &str,
+    make: &dyn Fn() -> Command,
+    stdin: Option<&[u8]>,
+) -> (Output, Output) {
     let run = |cmd: &mut Command| -> Output {
         cmd.stdin(if stdin.is_some() {
             Stdio::piped()
@@ -225,7 +234,10 @@ fn twice(s: &Setup, name: &str, make: &dyn Fn() -> Command, stdin: Option<&[u8]>
     reference.env_remove("LD_PRELOAD");
     let reference = run(&mut reference);
     let mut preloaded = make();
-    s.preload(&mut preloaded, &s.root.join("programs").join(format!("{name}.witness")));
+    s.preload(
+        &mut preloaded,
+        &s.root.join("programs").join(format!("{name}.witness")),
+    );
     let preloaded = run(&mut preloaded);
     assert!(
         reference.status.success(),
@@ -259,7 +271,11 @@ fn lines(out: &[u8]) -> Vec<String> {
 }
 
 fn compile_c(dir: &Path, source: &str, exe: &str, extra: &[&str]) -> PathBuf {
-    let compiler = if source.ends_with(".cpp") { "g++" } else { "gcc" };
+    let compiler = if source.ends_with(".cpp") {
+        "g++"
+    } else {
+        "gcc"
+    };
     require(compiler);
     let out = dir.join(exe);
     let mut cmd = Command::new(compiler);
@@ -304,13 +320,13 @@ fn edge_cases_of_every_exported_function() {
         "edge_cases: malloc from {from}, expected {}",
         s.expected()
     );
-    let is_poolalloc = s
-        .so
-        .as_ref()
-        .is_some_and(|p| p.to_string_lossy().contains("poolalloc"));
+    let is_poolalloc =
+        s.so.as_ref()
+            .is_some_and(|p| p.to_string_lossy().contains("poolalloc"));
     if is_poolalloc || s.so.is_none() {
         assert!(
-            text.lines().any(|l| l == "provider: poolalloc" || l == "provider: glibc"),
+            text.lines()
+                .any(|l| l == "provider: poolalloc" || l == "provider: glibc"),
             "edge_cases did not run its strict checks:\n{text}"
         );
     }
@@ -342,7 +358,10 @@ fn odd_moments(name: &str, exe: &Path, args: &[&Path]) {
     let want = lines(&reference.stdout);
     let got = lines(&preloaded.stdout);
     assert!(want.len() >= 6, "{name}: too few stages: {want:?}");
-    assert!(want.iter().all(|l| l.ends_with(": ok")), "{name} without preload: {want:?}");
+    assert!(
+        want.iter().all(|l| l.ends_with(": ok")),
+        "{name} without preload: {want:?}"
+    );
     assert_eq!(
         got,
         want,
@@ -361,7 +380,9 @@ fn odd_moments_c() {
     let plugin = dir.join("libodd_plugin.so");
     run_ok(
         Command::new("gcc")
-            .args(["-O2", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared", "-o"])
+            .args([
+                "-O2", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared", "-o",
+            ])
             .arg(&plugin)
             .arg(inputs().join("c/odd_plugin.c"))
             .env_remove("LD_PRELOAD"),
@@ -401,7 +422,12 @@ fn python_threads_dicts_lists_strings() {
     let (reference, preloaded) = twice(s, "python", &make, None);
     let want = lines(&reference.stdout);
     assert_eq!(want.last().map(String::as_str), Some("workload: ok"));
-    assert_eq!(lines(&preloaded.stdout), want, "python3 output differs under {}", s.expected());
+    assert_eq!(
+        lines(&preloaded.stdout),
+        want,
+        "python3 output differs under {}",
+        s.expected()
+    );
     // A figure computed here: the sum of 0..200000 and the count of 'A' in 2^20 letters A..Z.
     let sum: u64 = (0..200_000u64).sum();
     let count_a = (1u64 << 20).div_ceil(26);
@@ -421,12 +447,26 @@ fn mimalloc_source() -> PathBuf {
         .or_else(|| env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
         .expect("CARGO_HOME or HOME");
     let mut found = Vec::new();
-    for registry in fs::read_dir(home.join("registry/src")).into_iter().flatten().flatten() {
-        for krate in fs::read_dir(registry.path()).into_iter().flatten().flatten() {
-            if krate.file_name().to_string_lossy().starts_with("libmimalloc-sys-") {
+    for registry in fs::read_dir(home.join("registry/src"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        for krate in fs::read_dir(registry.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if krate
+                .file_name()
+                .to_string_lossy()
+                .starts_with("libmimalloc-sys-")
+            {
                 for v in ["c_src/mimalloc/v2", "c_src/mimalloc"] {
                     let dir = krate.path().join(v);
-                    if dir.join("src/static.c").is_file() && dir.join("include/mimalloc.h").is_file() {
+                    if dir.join("src/static.c").is_file()
+                        && dir.join("include/mimalloc.h").is_file()
+                    {
                         found.push(dir);
                         break;
                     }
@@ -472,7 +512,11 @@ fn gcc_compiles_mimalloc_and_the_result_runs() {
     let a = fs::read(dir.join("static-ref.o")).expect("static-ref.o");
     let b = fs::read(dir.join("static.o")).expect("static.o");
     assert!(a.len() > 50_000, "static.o is only {} bytes", a.len());
-    assert!(a == b, "gcc -O2 static.c gave a different object file under {}", s.expected());
+    assert!(
+        a == b,
+        "gcc -O2 static.c gave a different object file under {}",
+        s.expected()
+    );
     // Compile the driver and link, still under the preload (cc1, as, collect2, ld), then run the result.
     let mut c = Command::new("gcc");
     c.args(["-O2", "-pthread", "-I"])
@@ -482,13 +526,20 @@ fn gcc_compiles_mimalloc_and_the_result_runs() {
         .arg(inputs().join("c/mi_driver.c"))
         .arg(dir.join("static.o"));
     s.preload(&mut c, &dir.join("link.witness"));
-    run_ok(&mut c, "gcc compiling and linking mi_driver under the preload");
+    run_ok(
+        &mut c,
+        "gcc compiling and linking mi_driver under the preload",
+    );
     s.check_witness(&log, &["gcc", "cc1", "as"]);
     s.check_witness(&dir.join("link.witness"), &["gcc", "cc1", "as", "ld"]);
     let exe = dir.join("mi_driver");
     let (reference, preloaded) = twice(s, "mi_driver", &|| Command::new(&exe), None);
     let want = lines(&reference.stdout);
-    assert!(want.iter().any(|l| l.starts_with("mimalloc driver: checksum") && l.ends_with(" ok")), "{want:?}");
+    assert!(
+        want.iter()
+            .any(|l| l.starts_with("mimalloc driver: checksum") && l.ends_with(" ok")),
+        "{want:?}"
+    );
     assert_eq!(lines(&preloaded.stdout), want);
     s.check_witness(&witness_log(s, "mi_driver"), &["mi_driver"]);
 }
@@ -505,7 +556,12 @@ fn sqlite3_bulk_inserts_indexes_queries() {
     };
     let (reference, preloaded) = twice(s, "sqlite3", &make, Some(&script));
     let want = lines(&reference.stdout);
-    assert_eq!(lines(&preloaded.stdout), want, "sqlite3 output differs under {}", s.expected());
+    assert_eq!(
+        lines(&preloaded.stdout),
+        want,
+        "sqlite3 output differs under {}",
+        s.expected()
+    );
     // Three results computed here.
     let n = 200_000u64;
     let sum: u64 = (1..=n).sum();
@@ -517,7 +573,10 @@ fn sqlite3_bulk_inserts_indexes_queries() {
         format!("blob_bytes|{blob}"),
         "ok".to_string(),
     ] {
-        assert!(want.contains(&line), "sqlite3 output lacks {line:?}: {want:?}");
+        assert!(
+            want.contains(&line),
+            "sqlite3 output lacks {line:?}: {want:?}"
+        );
     }
     s.check_witness(&witness_log(s, "sqlite3"), &["sqlite3"]);
 }
@@ -556,12 +615,18 @@ fn git_on_a_fresh_repository() {
                 c.env("LD_PRELOAD", libs).env("POOLALLOC_WITNESS_LOG", log);
             }
             let out = run_ok(&mut c, &format!("git {}", args.join(" ")));
-            format!("$ git {}\n{}", args.join(" "), String::from_utf8_lossy(&out.stdout))
+            format!(
+                "$ git {}\n{}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stdout)
+            )
         };
         let mut log = String::new();
         log += &git(&["init", "-q", "-b", "main"]);
         for i in 0..FILES {
-            let body: String = (0..(i * 7 % 200 + 1)).map(|k| format!("line {k} of file {i}\n")).collect();
+            let body: String = (0..(i * 7 % 200 + 1))
+                .map(|k| format!("line {k} of file {i}\n"))
+                .collect();
             fs::write(repo.join(format!("f{i:03}.txt")), body).unwrap();
         }
         log += &git(&["add", "-A"]);
@@ -598,7 +663,12 @@ fn git_on_a_fresh_repository() {
             .map(str::to_owned)
             .collect()
     };
-    assert_eq!(strip(&preloaded), strip(&reference), "git output differs under {}", s.expected());
+    assert_eq!(
+        strip(&preloaded),
+        strip(&reference),
+        "git output differs under {}",
+        s.expected()
+    );
     // Figures computed here: the files left after the merge, and how many were changed.
     let ls: Vec<&str> = reference
         .split("$ git ls-files\n")
@@ -610,7 +680,11 @@ fn git_on_a_fresh_repository() {
     assert_eq!(ls.len(), FILES - 1, "{reference}");
     let changed = (0..FILES).step_by(3).count();
     let grep = reference.split("$ git grep").nth(1).unwrap();
-    assert_eq!(grep.lines().filter(|l| l.ends_with(":1")).count(), changed, "{reference}");
+    assert_eq!(
+        grep.lines().filter(|l| l.ends_with(":1")).count(),
+        changed,
+        "{reference}"
+    );
     // gc ran its helpers (pack-objects and friends) under the preload too.
     let exes = s.check_witness(&wlog, &["git"]);
     assert!(
