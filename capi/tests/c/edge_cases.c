@@ -271,7 +271,7 @@ static void test_realloc(void) {
       fill(a, from, (unsigned)(i * 31 + j));
       errno = SENTINEL_ERRNO;
       unsigned char *b = realloc(a, to);
-      CHECKF(b != NULL && errno == SENTINEL_ERRNO, "realloc %zu -> %zu", from, to);
+      CHECKF(b != NULL && errno == SENTINEL_ERRNO, "realloc %zu -> %zu = %p, errno %d", from, to, (void *)b, errno);
       if (b == NULL) {
         free(a);
         continue;
