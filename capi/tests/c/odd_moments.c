@@ -249,6 +249,66 @@ static void test_dlopen(const char *path) {
   stage("dlopened library allocates in its constructor, frees ours, dlclose frees its table", ok);
 }
 
+/* ---- many dlopened libraries with thread-local storage, used from threads ---- */
+enum { COPIES = 24, TLS_THREADS = 4 };
+static int (*tls_fns[COPIES])(int);
+
+static void *tls_user(void *arg) {
+  (void)arg;
+  long ok = 1;
+  for (int round = 1; round <= 3; round++)
+    for (int i = 0; i < COPIES; i++)
+      if (tls_fns[i](round) != round) ok = 0;
+  return (void *)ok;
+}
+
+static int copy_file(const char *from, const char *to) {
+  FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+  int ok = in != NULL && out != NULL;
+  char buf[65536];
+  size_t n;
+  while (ok && (n = fread(buf, 1, sizeof buf, in)) > 0)
+    if (fwrite(buf, 1, n, out) != n) ok = 0;
+  if (in) fclose(in);
+  if (out && fclose(out) != 0) ok = 0;
+  return ok;
+}
+
+static void test_dlopen_tls(const char *path) {
+  /* Copies under other names: each is a new module with its own TLS block, more than the DTV's spare
+   * slots, so ld.so grows every thread's DTV (malloc, realloc, free inside the dynamic linker). */
+  void *handles[COPIES];
+  char names[COPIES][4096];
+  int ok = 1;
+  for (int i = 0; i < COPIES; i++) {
+    snprintf(names[i], sizeof names[i], "%s.copy%d.so", path, i);
+    ok &= copy_file(path, names[i]);
+    handles[i] = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (handles[i] == NULL) {
+      say("dlopen %s: %s\n", names[i], dlerror());
+      stage("dlopen copies", 0);
+      return;
+    }
+    tls_fns[i] = (int (*)(int))dlsym(handles[i], "plugin_tls");
+    if (tls_fns[i] == NULL) ok = 0;
+  }
+  if (ok) {
+    pthread_t t[TLS_THREADS];
+    for (int i = 0; i < TLS_THREADS; i++) pthread_create(&t[i], NULL, tls_user, NULL);
+    for (int i = 0; i < TLS_THREADS; i++) {
+      void *r = NULL;
+      pthread_join(t[i], &r);
+      if (r != (void *)1) ok = 0;
+    }
+    if (tls_user(NULL) != (void *)1) ok = 0; /* and the main thread */
+  }
+  for (int i = 0; i < COPIES; i++) {
+    if (dlclose(handles[i]) != 0) ok = 0;
+    unlink(names[i]);
+  }
+  stage("24 dlopened libraries with TLS used from 5 threads, then dlclosed", ok);
+}
+
 /* ---- process exit ---- */
 static char *at_exit_block;
 
@@ -291,6 +351,7 @@ int main(int argc, char **argv) {
   test_thread_exit();
   test_fork();
   test_dlopen(argv[1]);
+  test_dlopen_tls(argv[1]);
   atexit(at_exit_second);
   atexit(at_exit_first);
   stage("main returns", !bad);

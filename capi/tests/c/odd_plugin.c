@@ -4,6 +4,10 @@
 #include <string.h>
 
 static char **table;
+/* Thread-local storage in a dlopened library: its first use in each thread goes through __tls_get_addr,
+ * which allocates the block (and grows the thread's DTV when many such libraries are loaded). */
+static __thread unsigned char tls_block[3000];
+static __thread int tls_uses;
 static size_t table_len;
 
 __attribute__((constructor)) static void plugin_init(void) {
@@ -48,4 +52,12 @@ int plugin_table_ok(void) {
     table[i] = g;
   }
   return 1;
+}
+
+/* Writes `byte` over this thread's copy of the plugin's TLS block and returns how many times this thread
+ * called it (the block must still hold the previous call's byte). */
+int plugin_tls(int byte) {
+  if (tls_uses > 0 && tls_block[2999] != (unsigned char)(byte - 1)) return -1;
+  memset(tls_block, byte, sizeof tls_block);
+  return ++tls_uses;
 }
