@@ -143,6 +143,35 @@ static void test_thread_exit(void) {
         atomic_load(&destructor_calls) == T && atomic_load(&second_round_calls) == T && !bad);
 }
 
+/* ---- many short-lived threads: each heap is given up at exit, its blocks freed later by main ---- */
+static void *short_lived(void *arg) {
+  size_t i = (size_t)arg;
+  unsigned char *p = malloc(i % 3000 + 1);
+  if (p != NULL) memset(p, (int)(i & 0xff), i % 3000 + 1);
+  void *scratch = malloc(i % 100000 + 1); /* freed by this thread */
+  free(scratch);
+  return p;
+}
+
+static void test_short_threads(void) {
+  enum { TOTAL = 600, WAVE = 8 };
+  int ok = 1;
+  for (size_t base = 0; base < TOTAL; base += WAVE) {
+    pthread_t t[WAVE];
+    for (size_t k = 0; k < WAVE; k++)
+      if (pthread_create(&t[k], NULL, short_lived, (void *)(base + k)) != 0) ok = 0;
+    for (size_t k = 0; k < WAVE; k++) {
+      void *r = NULL;
+      pthread_join(t[k], &r);
+      unsigned char *p = r;
+      size_t i = base + k;
+      if (p == NULL || p[i % 3000] != (unsigned char)(i & 0xff)) ok = 0;
+      free(p);
+    }
+  }
+  stage("600 short-lived threads, their last blocks freed by main after they exit", ok);
+}
+
 /* ---- fork in a threaded program ---- */
 static atomic_int stop_churn;
 
@@ -193,6 +222,18 @@ static int child_work(int round) {
   return 0;
 }
 
+/* A thread other than main forks while the churners run. */
+static void *forking_thread(void *arg) {
+  long good = 0;
+  for (int round = 0; round < 10; round++) {
+    pid_t pid = fork();
+    if (pid == 0) _exit(child_work(100 + round + (int)(size_t)arg));
+    int status = 0;
+    if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0) good++;
+  }
+  return (void *)good;
+}
+
 static void test_fork(void) {
   enum { CHURNERS = 3, FORKS = 40 };
   pthread_t t[CHURNERS];
@@ -212,9 +253,14 @@ static void test_fork(void) {
       say("fork round %d: child status %d\n", round, status);
     free(held);
   }
+  pthread_t forker;
+  void *forked = NULL;
+  pthread_create(&forker, NULL, forking_thread, NULL);
+  pthread_join(forker, &forked);
   atomic_store(&stop_churn, 1);
   for (int i = 0; i < CHURNERS; i++) pthread_join(t[i], NULL);
   stage("fork while threads allocate: children allocate, free, start threads", good == FORKS);
+  stage("fork from a thread other than main", forked == (void *)10);
 }
 
 /* ---- a dlopened library ---- */
@@ -349,6 +395,7 @@ int main(int argc, char **argv) {
   }
   check_early();
   test_thread_exit();
+  test_short_threads();
   test_fork();
   test_dlopen(argv[1]);
   test_dlopen_tls(argv[1]);
