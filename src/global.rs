@@ -4,6 +4,8 @@
 //! the feature).
 
 use crate::size_class::{self, class_of};
+#[cfg(feature = "testing")]
+use crate::testing::hooks as testing;
 use crate::{hardened, heap, large};
 use core::alloc::{GlobalAlloc, Layout};
 use core::ptr::{self, NonNull};
@@ -33,6 +35,58 @@ impl PoolAlloc {
 unsafe impl GlobalAlloc for PoolAlloc {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        #[cfg(feature = "testing")]
+        if testing::armed() {
+            // SAFETY: forwarded contract.
+            return unsafe { self.watched_alloc(layout, false) };
+        }
+        // SAFETY: forwarded contract.
+        unsafe { self.raw_alloc(layout) }
+    }
+
+    #[inline]
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        #[cfg(feature = "testing")]
+        if testing::armed() {
+            // SAFETY: forwarded contract.
+            return unsafe { self.watched_dealloc(ptr, layout) };
+        }
+        // SAFETY: forwarded contract.
+        unsafe { self.raw_dealloc(ptr, layout) }
+    }
+
+    #[inline]
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        #[cfg(feature = "testing")]
+        if testing::armed() {
+            // SAFETY: forwarded contract.
+            return unsafe { self.watched_alloc(layout, true) };
+        }
+        // SAFETY: forwarded contract.
+        unsafe { self.raw_alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        #[cfg(feature = "testing")]
+        if testing::armed() {
+            if !testing::before_realloc(layout, new_size) {
+                return ptr::null_mut();
+            }
+            // SAFETY: forwarded contract.
+            let q = unsafe { self.raw_realloc(ptr, layout, new_size) };
+            testing::after_realloc(ptr, layout, new_size, q);
+            return q;
+        }
+        // SAFETY: forwarded contract.
+        unsafe { self.raw_realloc(ptr, layout, new_size) }
+    }
+}
+
+// The data path itself; the GlobalAlloc methods above add only the `testing` hooks (compiled out
+// without the feature). Each has GlobalAlloc's contract for the method of the same name.
+impl PoolAlloc {
+    #[inline(always)]
+    unsafe fn raw_alloc(&self, layout: Layout) -> *mut u8 {
         match class_of(layout.size(), layout.align()) {
             Some(c) => {
                 let p = heap::alloc(c, layout.size());
@@ -46,8 +100,8 @@ unsafe impl GlobalAlloc for PoolAlloc {
         }
     }
 
-    #[inline]
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+    #[inline(always)]
+    unsafe fn raw_dealloc(&self, ptr: *mut u8, layout: Layout) {
         if size_class::is_small(layout.size(), layout.align()) {
             hardened::on_free(ptr, layout);
             // SAFETY: ptr is a live small block (caller's contract); its chunk header names its
@@ -59,8 +113,8 @@ unsafe impl GlobalAlloc for PoolAlloc {
         }
     }
 
-    #[inline]
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+    #[inline(always)]
+    unsafe fn raw_alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         match class_of(layout.size(), layout.align()) {
             Some(c) => {
                 let p = heap::alloc(c, layout.size());
@@ -77,7 +131,7 @@ unsafe impl GlobalAlloc for PoolAlloc {
         }
     }
 
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+    unsafe fn raw_realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         let old = class_of(layout.size(), layout.align());
         let new = class_of(new_size, layout.align());
         match old {
@@ -96,17 +150,46 @@ unsafe impl GlobalAlloc for PoolAlloc {
                 let new_layout =
                     unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
                 // SAFETY: new_layout is valid and non-zero in size (caller).
-                let q = unsafe { self.alloc(new_layout) };
+                let q = unsafe { self.raw_alloc(new_layout) };
                 if !q.is_null() {
                     // SAFETY: both blocks hold at least min(old, new) bytes and are distinct.
                     unsafe {
                         ptr::copy_nonoverlapping(ptr, q, layout.size().min(new_size));
-                        self.dealloc(ptr, layout);
+                        self.raw_dealloc(ptr, layout);
                     }
                 }
                 q
             }
         }
+    }
+}
+
+#[cfg(feature = "testing")]
+impl PoolAlloc {
+    /// An allocation while a `testing` hook is armed: `forbid`, the limit, then `count`.
+    #[inline(never)]
+    unsafe fn watched_alloc(&self, layout: Layout, zeroed: bool) -> *mut u8 {
+        if !testing::before_alloc(layout) {
+            return ptr::null_mut();
+        }
+        // SAFETY: forwarded contract.
+        let p = unsafe {
+            if zeroed {
+                self.raw_alloc_zeroed(layout)
+            } else {
+                self.raw_alloc(layout)
+            }
+        };
+        testing::after_alloc(p, layout);
+        p
+    }
+
+    /// A free while a `testing` hook is armed (out of line, so the fast path stays a leaf).
+    #[inline(never)]
+    unsafe fn watched_dealloc(&self, ptr: *mut u8, layout: Layout) {
+        testing::before_free(ptr, layout);
+        // SAFETY: forwarded contract.
+        unsafe { self.raw_dealloc(ptr, layout) }
     }
 }
 

@@ -24,13 +24,13 @@ pub use imp::*;
 
 #[cfg(feature = "hardened")]
 mod imp {
-    use crate::chunk::{self, CHUNK_SHIFT, CHUNK_SIZE, FreeSlot};
+    use crate::chunk::{self, FreeSlot};
     use crate::link::{self, POISON, POISON_BYTES, POISON_WORDS, decode, tag};
     use crate::lock::Lock;
     use crate::{addr_map, os, size_class};
     use core::fmt::{self, Write};
     use core::ptr;
-    use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering::Acquire, Ordering::Relaxed};
+    use core::sync::atomic::Ordering::Acquire;
 
     // --- aborting with a message ----------------------------------------------------------------------
 

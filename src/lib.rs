@@ -55,12 +55,18 @@ mod size_class;
 mod source;
 mod span;
 mod stats;
+pub mod testing;
 
 pub use blocking_pool::{AcquireError, BlockingPool, Pooled, Shutdown};
 pub use global::PoolAlloc;
 pub use object_pool::{CHUNK_SLOTS, Handle, Iter, IterMut, Pool};
 pub use source::{set_purge_delay_ms, set_retained_chunks};
 pub use stats::{ClassStats, Stats, stats, trim};
+
+/// The README's examples, run as doc tests (some need the `testing` feature, so all run with it).
+#[cfg(all(doctest, feature = "testing"))]
+#[doc = include_str!("../README.md")]
+struct ReadmeExamples;
 
 /// Size of every chunk, in bytes.
 pub const CHUNK_SIZE: usize = chunk::CHUNK_SIZE;

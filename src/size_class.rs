@@ -195,7 +195,11 @@ mod tests {
             match class_of_malloc(s) {
                 Some(c) => {
                     assert!(size_of(c) >= s.max(1), "size {s}");
-                    assert_eq!(size_of(c) % want, 0, "size {s}: class {c} not {want}-aligned");
+                    assert_eq!(
+                        size_of(c) % want,
+                        0,
+                        "size {s}: class {c} not {want}-aligned"
+                    );
                     assert_eq!(Some(c), class_of(s.max(1), want), "size {s}");
                 }
                 None => assert!(s > MAX_SMALL),
