@@ -19,8 +19,13 @@ fn check(blocks: &[Box<[u8]>], seed: usize) {
     }
 }
 
+/// Both tests measure the process's reserved bytes: run one at a time, or one's growth shows in the
+/// other's figures (each failed now and then when the harness ran them in parallel).
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn thousands_of_short_threads_stay_bounded() {
+    let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (tx, rx) = mpsc::channel::<(usize, Vec<Box<[u8]>>)>();
     // The freeing side: a long-lived thread that checks and drops what short threads left.
     let freer = std::thread::spawn(move || {
@@ -66,6 +71,7 @@ fn thousands_of_short_threads_stay_bounded() {
 
 #[test]
 fn producer_consumer_forever_stays_bounded() {
+    let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (tx, rx) = mpsc::sync_channel::<Vec<Box<[u8; 64]>>>(16);
     let consumer = std::thread::spawn(move || {
         for batch in rx {
