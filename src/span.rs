@@ -28,7 +28,7 @@ pub const HEADER: usize = 64;
 /// Spans of this size and more are aligned for transparent huge pages.
 const HUGE: usize = 2 << 20;
 /// Freed spans kept for reuse, at most.
-const CACHE_SLOTS: usize = 16;
+const CACHE_SLOTS: usize = 64;
 /// Bytes of freed spans kept for reuse, at most.
 const CACHE_BYTES: usize = 64 << 20;
 const MAGIC: usize = 0x5a_9e11_0c8b_d2f3;
