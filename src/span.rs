@@ -40,6 +40,18 @@ struct Header {
     /// The mapping: its start and length.
     base: *mut u8,
     len: usize,
+    /// The usable size: the request rounded up to whole pages (at most to the span's end). Less
+    /// than the span: programs size their buffers and their memory accounting by it (redis's
+    /// `used_memory` sums `malloc_usable_size`).
+    usable: usize,
+}
+
+/// The usable size of a block of `size` bytes at offset `off` in a span of `len` bytes.
+#[inline]
+fn usable_for(size: usize, off: usize, len: usize) -> usize {
+    let page = os::page_size();
+    let end = (off + size + page - 1) & !(page - 1);
+    end.min(len) - off
 }
 
 /// A freed span waiting for reuse.
@@ -118,20 +130,21 @@ pub fn alloc(size: usize, align: usize) -> (*mut u8, bool) {
     // before it too (offset ≥ HEADER); the span is ours and unshared.
     unsafe {
         let p = base.add(offset(align));
-        write_header(p, base, len);
+        write_header(p, base, len, usable_for(size, offset(align), len));
         (p, fresh)
     }
 }
 
 /// # Safety
 /// `p - HEADER .. p` must lie in the span `[base, base + len)`, which the caller owns.
-unsafe fn write_header(p: *mut u8, base: *mut u8, len: usize) {
+unsafe fn write_header(p: *mut u8, base: *mut u8, len: usize, usable: usize) {
     // SAFETY: guaranteed by the caller; the header is 8-aligned since p is 64-aligned.
     unsafe {
         p.sub(HEADER).cast::<Header>().write(Header {
             magic: MAGIC ^ p as usize,
             base,
             len,
+            usable,
         })
     };
 }
@@ -160,14 +173,14 @@ pub fn is_block(p: *mut u8) -> bool {
     header(p).is_some()
 }
 
-/// The usable size of the live span block `p` (from `p` to the span's end).
+/// The usable size of the live span block `p`.
 ///
 /// # Safety
 /// `p` must be a live block from [`alloc`].
 pub unsafe fn usable(p: *mut u8) -> usize {
     let h = p.wrapping_sub(HEADER).cast::<Header>();
     // SAFETY: p is live (caller), so its header is readable.
-    unsafe { (*h).base as usize + (*h).len - p as usize }
+    unsafe { (*h).usable }
 }
 
 /// Frees the span block `p`. Returns its usable size (for the statistics), or None when `p` is not
@@ -178,12 +191,11 @@ pub unsafe fn usable(p: *mut u8) -> usize {
 pub unsafe fn free(p: *mut u8) -> Option<usize> {
     let h = header(p)?;
     // SAFETY: h is the header of the live block p, which the caller gives up.
-    let (base, len) = unsafe {
-        let (b, l) = ((*h).base, (*h).len);
+    let (base, len, usable) = unsafe {
+        let (b, l, u) = ((*h).base, (*h).len, (*h).usable);
         (*h).magic = 0;
-        (b, l)
+        (b, l, u)
     };
-    let usable = base as usize + len - p as usize;
     // SAFETY: the span is ours and nobody refers to it any more.
     unsafe { put_cached(base, len) };
     Some(usable)
@@ -209,7 +221,10 @@ pub unsafe fn resize(p: *mut u8, new_size: usize) -> (*mut u8, usize) {
         return (ptr::null_mut(), 0);
     };
     if new_len == len {
-        return (p, len - off);
+        let u = usable_for(new_size, off, len);
+        // SAFETY: p is live (caller); the block's new size fits the span.
+        unsafe { (*h).usable = u };
+        return (p, u);
     }
     if new_len < len {
         // Shrink: give the tail back.
@@ -220,8 +235,9 @@ pub unsafe fn resize(p: *mut u8, new_size: usize) -> (*mut u8, usize) {
             addr_map::set(Kind::Span, tail, len - new_len, false);
             os::unmap(tail, len - new_len);
             (*h).len = new_len;
+            (*h).usable = usable_for(new_size, off, new_len);
+            return (p, (*h).usable);
         }
-        return (p, new_len - off);
     }
     // Grow in place when the address space after the span is free.
     // SAFETY: base/len is our mapping; without MREMAP_MAYMOVE it either grows in place or fails.
@@ -235,8 +251,9 @@ pub unsafe fn resize(p: *mut u8, new_size: usize) -> (*mut u8, usize) {
                 return (ptr::null_mut(), 0);
             }
             (*h).len = new_len;
+            (*h).usable = usable_for(new_size, off, new_len);
+            return (p, (*h).usable);
         }
-        return (p, new_len - off);
     }
     // Move the pages to a new, suitably aligned place: reserve it, then mremap onto it.
     let balign = base_align(if off > HEADER { off } else { 1 }, new_len);
@@ -270,8 +287,9 @@ pub unsafe fn resize(p: *mut u8, new_size: usize) -> (*mut u8, usize) {
     // SAFETY: dst + off is the moved block; its header moved with it.
     unsafe {
         let q = dst.add(off);
-        write_header(q, dst, new_len);
-        (q, new_len - off)
+        let u = usable_for(new_size, off, new_len);
+        write_header(q, dst, new_len, u);
+        (q, u)
     }
 }
 
