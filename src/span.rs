@@ -29,8 +29,12 @@ pub const HEADER: usize = 64;
 const HUGE: usize = 2 << 20;
 /// Freed spans kept for reuse, at most.
 const CACHE_SLOTS: usize = 64;
-/// Bytes of freed spans kept for reuse, at most.
-const CACHE_BYTES: usize = 64 << 20;
+/// Bytes of freed spans kept for reuse, at most: they are resident while they wait (64 MiB made
+/// python3's peak RSS 1.2x mimalloc's; 8 MiB still holds the ~20 spans a redis MSET of ten 50 KB
+/// values cycles).
+const CACHE_BYTES: usize = 8 << 20;
+/// Freed spans larger than this are unmapped at once.
+const CACHE_SPAN_MAX: usize = 4 << 20;
 const MAGIC: usize = 0x5a_9e11_0c8b_d2f3;
 
 #[repr(C)]
@@ -328,7 +332,7 @@ unsafe fn put_cached(base: *mut u8, len: usize) {
     }; 2];
     {
         let mut c = CACHE.lock();
-        if len > CACHE_BYTES / 4 {
+        if len > CACHE_SPAN_MAX {
             evict[0] = Cached { base, len, at: 0 };
         } else {
             while c.n == CACHE_SLOTS || c.bytes + len > CACHE_BYTES {
