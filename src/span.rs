@@ -76,6 +76,17 @@ struct Cache {
 // SAFETY: the pointers name mappings only the cache's holder touches.
 unsafe impl Send for Cache {}
 
+impl Cache {
+    /// Takes slot `i` (< n) off the cache; the last slot moves into its place.
+    fn remove(&mut self, i: usize) -> Cached {
+        let s = self.slots[i];
+        self.n -= 1;
+        self.slots[i] = self.slots[self.n];
+        self.bytes -= s.len;
+        s
+    }
+}
+
 static CACHE: Lock<Cache> = Lock::new(Cache {
     slots: [Cached {
         base: ptr::null_mut(),
@@ -312,11 +323,7 @@ fn take_cached(len: usize, balign: usize) -> Option<(*mut u8, usize)> {
             best = Some(i);
         }
     }
-    let i = best?;
-    let s = c.slots[i];
-    c.slots[i] = c.slots[n - 1];
-    c.n = n - 1;
-    c.bytes -= s.len;
+    let s = c.remove(best?);
     Some((s.base, s.len))
 }
 
@@ -325,33 +332,27 @@ fn take_cached(len: usize, balign: usize) -> Option<(*mut u8, usize)> {
 /// # Safety
 /// The span is ours, whole, and unused.
 unsafe fn put_cached(base: *mut u8, len: usize) {
-    let mut evict: [Cached; 2] = [Cached {
+    const NONE: Cached = Cached {
         base: ptr::null_mut(),
         len: 0,
         at: 0,
-    }; 2];
+    };
+    // Spans to unmap once the lock is released: evicted ones, or this one if it is too large.
+    let mut out = [NONE; CACHE_SLOTS + 1];
+    let mut nout = 0;
     {
         let mut c = CACHE.lock();
         if len > CACHE_SPAN_MAX {
-            evict[0] = Cached { base, len, at: 0 };
+            out[0] = Cached { base, len, at: 0 };
+            nout = 1;
         } else {
             while c.n == CACHE_SLOTS || c.bytes + len > CACHE_BYTES {
-                // Evict the oldest (slot 0 is the oldest: slots are appended in time order and
-                // removal moves the last one into the hole, which only makes order approximate).
-                let old = c.slots[0];
-                let n = c.n;
-                c.slots[0] = c.slots[n - 1];
-                c.n = n - 1;
-                c.bytes -= old.len;
-                // At most one eviction is needed in practice; spill any more straight out.
-                if evict[1].base.is_null() {
-                    evict[1] = old;
-                } else {
-                    drop(c);
-                    // SAFETY: a cached span is ours and unused.
-                    unsafe { unmap_span(old.base, old.len) };
-                    c = CACHE.lock();
-                }
+                // Evict the span that has waited longest.
+                let oldest = (0..c.n)
+                    .min_by_key(|&i| c.slots[i].at)
+                    .expect("a full cache holds a span");
+                out[nout] = c.remove(oldest);
+                nout += 1;
             }
             let n = c.n;
             c.slots[n] = Cached {
@@ -363,11 +364,9 @@ unsafe fn put_cached(base: *mut u8, len: usize) {
             c.bytes += len;
         }
     }
-    for e in evict {
-        if !e.base.is_null() {
-            // SAFETY: either the span given to us or one taken off the cache: ours and unused.
-            unsafe { unmap_span(e.base, e.len) };
-        }
+    for e in &out[..nout] {
+        // SAFETY: the span given to us or one taken off the cache: ours and unused.
+        unsafe { unmap_span(e.base, e.len) };
     }
 }
 
@@ -388,11 +387,7 @@ pub fn expire(now: u32, delay_ms: u32) {
             let Some(i) = (0..n).find(|&i| now.wrapping_sub(c.slots[i].at) >= delay_ms) else {
                 return;
             };
-            let s = c.slots[i];
-            c.slots[i] = c.slots[n - 1];
-            c.n = n - 1;
-            c.bytes -= s.len;
-            s
+            c.remove(i)
         };
         // SAFETY: taken off the cache: ours and unused.
         unsafe { unmap_span(victim.base, victim.len) };
@@ -409,4 +404,79 @@ pub(crate) fn lock_for_fork() {
 pub(crate) unsafe fn unlock_after_fork() {
     // SAFETY: held by lock_for_fork, guard forgotten.
     unsafe { CACHE.force_unlock() };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The cache is process-wide: the tests take turns.
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "Miri cannot unmap part of a mapping (os::map_aligned trims)"
+    )]
+    fn blocks_are_found_reused_and_expired() {
+        let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+        let (p, fresh) = alloc(100_000, 16);
+        assert!(!p.is_null() && fresh);
+        assert_eq!(addr_map::kind_of(p), Kind::Span);
+        assert!(is_block(p));
+        assert!(
+            !is_block(p.wrapping_add(64)),
+            "an interior pointer is no block"
+        );
+        // SAFETY: p is a live block of at least 100 000 bytes.
+        let u = unsafe { usable(p) };
+        assert!(u >= 100_000 && u < 100_000 + os::page_size());
+        // SAFETY: the whole usable size may be written.
+        unsafe { ptr::write_bytes(p, 7, u) };
+        // SAFETY: p is live and not used after.
+        assert_eq!(unsafe { free(p) }, Some(u));
+        assert!(!is_block(p), "a freed block is no block");
+        // SAFETY: a freed block's header is still mapped (cached span), but no live block.
+        assert_eq!(unsafe { free(p) }, None);
+        // A request of nearly the same size takes the cached span: not fresh.
+        let (q, fresh) = alloc(90_000, 16);
+        assert!(!q.is_null() && !fresh);
+        // SAFETY: q is live.
+        assert!(unsafe { free(q) }.is_some());
+        // Aligned blocks keep their alignment.
+        let (a, _) = alloc(10, 1 << 20);
+        assert_eq!(a as usize % (1 << 20), 0);
+        assert!(is_block(a));
+        // SAFETY: a is live.
+        assert!(unsafe { free(a) }.is_some());
+        expire(os::now_ms(), 0);
+        assert_eq!(CACHE.lock().n, 0);
+        assert_eq!(
+            addr_map::kind_of(q),
+            Kind::Foreign,
+            "an unmapped span leaves the map"
+        );
+        assert_eq!(alloc(usize::MAX - 10, 16).0, ptr::null_mut());
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "Miri has no mremap, nor partial munmap")]
+    fn resizing_keeps_contents() {
+        let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+        let (p, _) = alloc(40_000, 16);
+        // SAFETY: p holds 40 000 bytes.
+        unsafe { ptr::write_bytes(p, 3, 40_000) };
+        // SAFETY: p is live; each result is the live block from then on.
+        unsafe {
+            let (q, u) = resize(p, 3 << 20);
+            assert!(!q.is_null() && u >= 3 << 20);
+            assert_eq!(*q.add(39_999), 3);
+            ptr::write_bytes(q, 5, u);
+            let (r, u) = resize(q, 50_000);
+            assert_eq!(r, q, "a shrink stays in place");
+            assert!((50_000..3 << 20).contains(&u));
+            assert_eq!(*r.add(49_999), 5);
+            assert!(free(r).is_some());
+        }
+    }
 }
