@@ -402,7 +402,7 @@ fn start_purger() -> bool {
     // argument. A small stack: the purger only walks lists and makes syscalls.
     let ok = unsafe {
         let mut attr: libc::pthread_attr_t = core::mem::zeroed();
-        let mut tid: libc::pthread_t = 0;
+        let mut tid: libc::pthread_t = core::mem::zeroed();
         libc::pthread_attr_init(&mut attr);
         libc::pthread_attr_setstacksize(&mut attr, 64 * 1024);
         libc::pthread_attr_setdetachstate(&mut attr, libc::PTHREAD_CREATE_DETACHED);
