@@ -130,6 +130,8 @@ if_pools! {
     mod heap;
     mod large;
     mod link;
+    #[cfg(all(test, not(miri)))]
+    mod os_faults;
     mod purger;
     pub mod raw;
     mod source;
