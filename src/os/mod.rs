@@ -132,6 +132,8 @@ pub use imp::{
     BACKEND, PARTIAL_UNMAP, at_fork, copy_readable, fatal_write_and_abort, now_ms, random_seed,
     rss_bytes, sleep_ms, spawn_purger, trim_system_allocator, watch_thread_exit, yield_now,
 };
+#[cfg(all(windows, target_pointer_width = "64"))]
+pub use imp::{tls_get, tls_set};
 
 use core::sync::atomic::{AtomicUsize, Ordering};
 

@@ -8,6 +8,7 @@
 //! - purge: decommit, then commit again (fresh pages read as zero; the commit charge stays, the
 //!   memory goes back). `MEM_RESET` would keep the old contents readable.
 //! - no remap: the caller copies. No fork.
+//! - the heap slot: a Win32 TLS index (`TlsGetValue`), not `thread_local!` (see [`thread_slot`]).
 //! - thread exit: a fiber-local storage callback (`FlsAlloc`), which Windows runs when a thread
 //!   exits; it is skipped while the process itself shuts down (other threads are gone by then,
 //!   and may have been stopped holding a lock).
@@ -30,7 +31,7 @@ use windows_sys::Win32::System::ProcessStatus::{K32GetProcessMemoryInfo, PROCESS
 use windows_sys::Win32::System::SystemInformation::{GetSystemInfo, GetTickCount64, SYSTEM_INFO};
 use windows_sys::Win32::System::Threading::{
     CreateThread, FlsAlloc, FlsSetValue, GetCurrentProcess, STACK_SIZE_PARAM_IS_A_RESERVATION,
-    Sleep, SwitchToThread,
+    Sleep, SwitchToThread, TLS_OUT_OF_INDEXES, TlsAlloc, TlsGetValue, TlsSetValue,
 };
 
 #[link(name = "ntdll")]
@@ -177,7 +178,65 @@ pub unsafe fn move_pages(_src: *mut u8, _len: usize, _dst: *mut u8, _new_len: us
 // ---------------------------------------------------------------------------------------------------
 // Threads.
 
-pub(crate) use super::thread_slot_tls as thread_slot;
+/// Declares `mod $m { pub fn get() -> *mut $T; pub fn set(*mut $T) }` over a Win32 TLS index:
+/// the calling thread's slot, reading as the address of the static `$init` until set. Not
+/// `thread_local!`: on windows-gnu (no native TLS in Rust) that boxes each value on a thread's
+/// first access, through the global allocator, which is us: the heap slot would recurse.
+/// `TlsGetValue` allocates nothing. A null slot reads as `$init`, so a thread needs no setup.
+macro_rules! thread_slot {
+    (mod $m:ident: $T:ty = $init:path) => {
+        mod $m {
+            use super::*;
+
+            #[inline(always)]
+            pub fn get() -> *mut $T {
+                let p = crate::os::tls_get().cast::<$T>();
+                if p.is_null() {
+                    (&raw const $init).cast::<$T>().cast_mut()
+                } else {
+                    p
+                }
+            }
+
+            #[inline(always)]
+            pub fn set(h: *mut $T) {
+                crate::os::tls_set(h.cast())
+            }
+        }
+    };
+}
+pub(crate) use thread_slot;
+
+/// The TLS index of the heap slot ([`thread_slot`]); `TLS_OUT_OF_INDEXES` if there was none.
+static TLS_INDEX: spin::Once<u32> = spin::Once::new();
+
+#[inline]
+fn tls_index() -> u32 {
+    // SAFETY: TlsAlloc has no preconditions.
+    *TLS_INDEX.call_once(|| unsafe { TlsAlloc() })
+}
+
+/// The calling thread's heap slot (null until set).
+#[inline]
+pub fn tls_get() -> *mut u8 {
+    let i = tls_index();
+    if i == TLS_OUT_OF_INDEXES {
+        return ptr::null_mut();
+    }
+    // SAFETY: i is an index TlsAlloc gave us.
+    unsafe { TlsGetValue(i).cast() }
+}
+
+/// Sets the calling thread's heap slot. Without a TLS index (the process ran out of them) the
+/// slot stays null and the thread uses the static heap its null stands for.
+#[inline]
+pub fn tls_set(p: *mut u8) {
+    let i = tls_index();
+    if i != TLS_OUT_OF_INDEXES {
+        // SAFETY: i is an index TlsAlloc gave us.
+        unsafe { TlsSetValue(i, p.cast_const().cast()) };
+    }
+}
 
 static EXIT_HOOK: AtomicPtr<()> = AtomicPtr::new(ptr::null_mut());
 static FLS_INDEX: spin::Once<u32> = spin::Once::new();
