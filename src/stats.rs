@@ -249,3 +249,35 @@ impl fmt::Display for Stats {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::alloc::{GlobalAlloc, Layout};
+
+    /// The backend named in the snapshot is the one that serves: with the pools, a small block
+    /// shows up in the class counters; with `System`, nothing does.
+    #[test]
+    #[cfg_attr(miri, ignore = "reads the process's counters, slow under Miri")]
+    fn the_snapshot_names_the_live_backend() {
+        let l = Layout::from_size_align(40, 8).unwrap();
+        // SAFETY: a non-zero layout; freed below.
+        let p = unsafe { crate::PoolAlloc::new().alloc(l) };
+        assert!(!p.is_null());
+        let during = stats();
+        // SAFETY: allocated above with l.
+        unsafe { crate::PoolAlloc::new().dealloc(p, l) };
+        match during.backend {
+            Backend::Pools => {
+                assert_eq!(os::BACKEND, Backend::Pools);
+                // The live block sits in a chunk of ours.
+                assert!(during.chunks > 0);
+                assert!(during.reserved_bytes >= crate::CHUNK_SIZE);
+            }
+            Backend::System => {
+                assert_eq!(during.chunks, 0);
+                assert_eq!(during.live_bytes, 0);
+            }
+        }
+    }
+}
