@@ -1,6 +1,7 @@
 //! Statistics: a snapshot of what the pools hold, gathered without allocating, and `trim`.
 
 use crate::os::{self, Backend};
+use crate::settings;
 use crate::size_class::{self, NUM_CLASSES};
 use core::fmt;
 if_pools! {
@@ -132,6 +133,31 @@ fn gather(s: &mut Stats) {
     (s.large_blocks, s.large_bytes) = large::counts();
 }
 
+// At start: read the settings (so warnings about them come first) and, with
+// `POOLALLOC_SHOW_STATS`, arrange for the exit report.
+os::run_at_start!(at_start);
+
+fn at_start() {
+    if settings::show_stats() {
+        os::at_exit(exit_report);
+    }
+}
+
+/// `stats()` on stderr, written without allocating (line by line through a stack buffer).
+fn exit_report() {
+    struct Stderr;
+    impl fmt::Write for Stderr {
+        fn write_str(&mut self, s: &str) -> fmt::Result {
+            os::write_stderr(s.as_bytes());
+            Ok(())
+        }
+    }
+    let _ = fmt::Write::write_fmt(
+        &mut Stderr,
+        format_args!("poolalloc: stats at exit\n{}", stats()),
+    );
+}
+
 /// Returns to the OS everything that can go now: the calling thread's empty chunks (after
 /// collecting their remote frees), abandoned chunks that became empty, every retained empty chunk,
 /// and (with glibc) the system allocator's free heap. Other threads' chunks are untouched.
@@ -244,9 +270,10 @@ impl fmt::Display for Stats {
             Bytes(self.large_bytes)
         )?;
         match self.rss_bytes {
-            Some(r) => writeln!(f, "rss:   {}", Bytes(r)),
-            None => writeln!(f, "rss:   not reported"),
+            Some(r) => writeln!(f, "rss:   {}", Bytes(r))?,
+            None => writeln!(f, "rss:   not reported")?,
         }
+        writeln!(f, "backend: {:?}", self.backend)
     }
 }
 

@@ -47,7 +47,10 @@
 //! - [`yield_now`]: gives the core away (the lock's back-off).
 //! - [`random_seed`]: entropy for the `hardened` keys (never fails: falls back to the clock and
 //!   addresses). [`now_ms`]: a coarse monotonic clock. [`rss_bytes`]: the resident set.
-//! - [`fatal_write_and_abort`]: writes a message to stderr without allocating and aborts.
+//! - [`write_stderr`], [`fatal_write_and_abort`]: a message to stderr without allocating (and
+//!   then abort). [`for_each_env`]: the environment's entries, read without allocating.
+//!   [`at_exit`]: a hook when the process exits normally; [`run_at_start!`]: a function run
+//!   before `main` (or when the shared library is loaded).
 //! - [`copy_readable`]: copies memory that may not all be mapped, without faulting (the C
 //!   library's realloc of a block it did not allocate). [`trim_system_allocator`]: asks the
 //!   system allocator to return its free memory (glibc's `malloc_trim`; nothing elsewhere).
@@ -126,12 +129,13 @@ mod fallback;
 )))]
 use fallback as imp;
 
-pub(crate) use imp::thread_slot;
 #[allow(unused_imports)]
 pub use imp::{
-    BACKEND, PARTIAL_UNMAP, at_fork, copy_readable, fatal_write_and_abort, now_ms, random_seed,
-    rss_bytes, sleep_ms, spawn_purger, trim_system_allocator, watch_thread_exit, yield_now,
+    BACKEND, PARTIAL_UNMAP, at_exit, at_fork, copy_readable, fatal_write_and_abort, for_each_env,
+    now_ms, random_seed, rss_bytes, sleep_ms, spawn_purger, trim_system_allocator,
+    watch_thread_exit, write_stderr, yield_now,
 };
+pub(crate) use imp::{run_at_start, thread_slot};
 #[cfg(all(windows, target_pointer_width = "64"))]
 pub use imp::{tls_get, tls_set};
 

@@ -23,6 +23,7 @@ use windows_sys::Win32::Security::Authentication::Identity::RtlGenRandom;
 use windows_sys::Win32::Storage::FileSystem::WriteFile;
 use windows_sys::Win32::System::Console::{GetStdHandle, STD_ERROR_HANDLE};
 use windows_sys::Win32::System::Diagnostics::Debug::ReadProcessMemory;
+use windows_sys::Win32::System::Environment::{FreeEnvironmentStringsA, GetEnvironmentStrings};
 use windows_sys::Win32::System::Memory::{
     MEM_COMMIT, MEM_DECOMMIT, MEM_RELEASE, MEM_RESERVE, PAGE_NOACCESS, PAGE_READWRITE,
     VirtualAlloc, VirtualFree,
@@ -350,7 +351,7 @@ pub fn rss_bytes() -> Option<usize> {
     (ok != 0).then_some(c.WorkingSetSize)
 }
 
-pub fn fatal_write_and_abort(msg: &[u8]) -> ! {
+pub fn write_stderr(msg: &[u8]) {
     // SAFETY: msg is valid for its length; a null or invalid handle makes WriteFile fail only.
     unsafe {
         let h = GetStdHandle(STD_ERROR_HANDLE);
@@ -365,7 +366,70 @@ pub fn fatal_write_and_abort(msg: &[u8]) -> ! {
             );
         }
     }
+}
+
+pub fn fatal_write_and_abort(msg: &[u8]) -> ! {
+    write_stderr(msg);
     std::process::abort()
+}
+
+/// Calls `f` with each `NAME=VALUE` entry of the environment block (ANSI), without allocating.
+pub fn for_each_env(f: &mut dyn FnMut(&[u8])) {
+    // SAFETY: the block is a sequence of NUL-terminated strings ended by an empty one; it is ours
+    // until freed below.
+    unsafe {
+        let block = GetEnvironmentStrings();
+        if block.is_null() {
+            return;
+        }
+        let mut p = block.cast_const();
+        while *p != 0 {
+            let s = core::ffi::CStr::from_ptr(p.cast()).to_bytes();
+            f(s);
+            p = p.add(s.len() + 1);
+        }
+        FreeEnvironmentStringsA(block);
+    }
+}
+
+unsafe extern "C" {
+    /// The C runtime's (mingw's msvcrt or the UCRT, linked by Rust's std either way).
+    fn atexit(cb: extern "C" fn()) -> core::ffi::c_int;
+}
+
+/// Declares that `$f` (a `fn()`) runs when the program starts (when the DLL is loaded), before
+/// `main`: a pointer to it among the C runtime's initialisers (`.CRT$XCU`). rustc keeps `#[used]`
+/// statics of dependencies linked. The function must not rely on the Rust runtime.
+macro_rules! run_at_start {
+    ($f:path) => {
+        const _: () = {
+            extern "C" fn start() {
+                $f()
+            }
+            #[used]
+            #[unsafe(link_section = ".CRT$XCU")]
+            static AT_START: extern "C" fn() = start;
+        };
+    };
+}
+pub(crate) use run_at_start;
+
+static AT_EXIT: AtomicPtr<()> = AtomicPtr::new(ptr::null_mut());
+
+extern "C" fn run_at_exit() {
+    let h = AT_EXIT.load(Ordering::Acquire);
+    if !h.is_null() {
+        // SAFETY: AT_EXIT only ever holds a `fn()` (at_exit).
+        let f: fn() = unsafe { core::mem::transmute::<*mut (), fn()>(h) };
+        f();
+    }
+}
+
+/// Runs `hook` when the process exits normally. Call once.
+pub fn at_exit(hook: fn()) {
+    AT_EXIT.store(hook as *mut (), Ordering::Release);
+    // SAFETY: run_at_exit is a plain function living for the whole program.
+    unsafe { atexit(run_at_exit) };
 }
 
 /// Copies as much of `[src, src + len)` as is readable into `dst` without faulting
