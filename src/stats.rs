@@ -137,10 +137,15 @@ fn gather(s: &mut Stats) {
 // `POOLALLOC_SHOW_STATS`, arrange for the exit report.
 os::run_at_start!(at_start);
 
-fn at_start() {
-    if settings::show_stats() {
-        os::at_exit(exit_report);
-    }
+/// Reads the settings and, with `POOLALLOC_SHOW_STATS`, arranges for the exit report (once).
+pub(crate) fn at_start() {
+    static ONCE: spin::Once<()> = spin::Once::new();
+    ONCE.call_once(|| {
+        if settings::show_stats() {
+            os::keep_stderr();
+            os::at_exit(exit_report);
+        }
+    });
 }
 
 /// `stats()` on stderr, written without allocating (line by line through a stack buffer).

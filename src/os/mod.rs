@@ -132,7 +132,7 @@ use fallback as imp;
 #[allow(unused_imports)]
 pub use imp::{
     BACKEND, PARTIAL_UNMAP, at_exit, at_fork, copy_readable, fatal_write_and_abort, for_each_env,
-    now_ms, random_seed, rss_bytes, sleep_ms, spawn_purger, trim_system_allocator,
+    keep_stderr, now_ms, random_seed, rss_bytes, sleep_ms, spawn_purger, trim_system_allocator,
     watch_thread_exit, write_stderr, yield_now,
 };
 pub(crate) use imp::{run_at_start, thread_slot};

@@ -501,11 +501,26 @@ fn statm_resident_pages() -> Option<usize> {
     Some(pages)
 }
 
+/// The descriptor [`write_stderr`] writes to: 2, or its copy made by [`keep_stderr`].
+static STDERR_FD: core::sync::atomic::AtomicI32 = core::sync::atomic::AtomicI32::new(2);
+
+/// Keeps a private copy of stderr for later messages: a program may close its stderr before the
+/// exit handlers run (coreutils' `close_stdout` closes both), and the exit report must still
+/// reach it.
+pub fn keep_stderr() {
+    // SAFETY: F_DUPFD_CLOEXEC duplicates fd 2 (if open) onto a free descriptor ≥ 3.
+    let fd = unsafe { libc::fcntl(2, libc::F_DUPFD_CLOEXEC, 3) };
+    if fd >= 0 {
+        STDERR_FD.store(fd, Ordering::Relaxed);
+    }
+}
+
 /// Writes `msg` to stderr (no allocation, no lock of ours), all of it unless stderr fails.
 pub fn write_stderr(mut msg: &[u8]) {
+    let fd = STDERR_FD.load(Ordering::Relaxed);
     while !msg.is_empty() {
         // SAFETY: msg is valid for its length.
-        let n = unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
+        let n = unsafe { libc::write(fd, msg.as_ptr().cast(), msg.len()) };
         if n <= 0 {
             return;
         }

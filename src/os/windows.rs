@@ -351,6 +351,9 @@ pub fn rss_bytes() -> Option<usize> {
     (ok != 0).then_some(c.WorkingSetSize)
 }
 
+/// Stderr stays reachable here: nothing to keep.
+pub fn keep_stderr() {}
+
 pub fn write_stderr(msg: &[u8]) {
     // SAFETY: msg is valid for its length; a null or invalid handle makes WriteFile fail only.
     unsafe {
