@@ -11,7 +11,7 @@ use crate::{hardened, os, purger, source, span};
 use core::sync::atomic::{AtomicPtr, Ordering};
 
 /// The heap's lock and unlock functions, stored by [`install`].
-static HEAP_LOCK: AtomicPtr<()> = AtomicPtr::new(core::ptr::null_mut());
+static HEAP_LOCK: os::Hook = os::Hook::new();
 static HEAP_UNLOCK: AtomicPtr<()> = AtomicPtr::new(core::ptr::null_mut());
 
 /// Registers the fork hooks once, before the first heap exists (so before any chunk).
@@ -19,17 +19,14 @@ static HEAP_UNLOCK: AtomicPtr<()> = AtomicPtr::new(core::ptr::null_mut());
 pub fn install(lock_heap: fn(), unlock_heap: unsafe fn()) {
     static ONCE: spin::Once<()> = spin::Once::new();
     ONCE.call_once(|| {
-        HEAP_LOCK.store(lock_heap as *mut (), Ordering::Release);
+        HEAP_LOCK.set(lock_heap);
         HEAP_UNLOCK.store(unlock_heap as *mut (), Ordering::Release);
         os::at_fork(prepare, parent, child);
     });
 }
 
 fn prepare() {
-    // SAFETY: HEAP_LOCK holds the `fn()` install stored before registering this hook.
-    let lock_heap: fn() =
-        unsafe { core::mem::transmute::<*mut (), fn()>(HEAP_LOCK.load(Ordering::Acquire)) };
-    lock_heap();
+    HEAP_LOCK.call();
     source::lock_for_fork();
     span::lock_for_fork();
     hardened::lock_for_fork();

@@ -112,15 +112,7 @@ if_fallback! {
 
 // The data path itself; the GlobalAlloc methods above add only the `testing` hooks (compiled out
 // without the feature). Each has GlobalAlloc's contract for the method of the same name.
-#[cfg(all(
-    target_pointer_width = "64",
-    any(
-        target_os = "linux",
-        target_os = "macos",
-        target_os = "freebsd",
-        windows
-    )
-))]
+if_pools! {
 impl PoolAlloc {
     #[inline(always)]
     unsafe fn raw_alloc(&self, layout: Layout) -> *mut u8 {
@@ -199,6 +191,7 @@ impl PoolAlloc {
             }
         }
     }
+}
 }
 
 #[cfg(feature = "testing")]

@@ -94,16 +94,8 @@ pub fn stats() -> Stats {
     s
 }
 
-/// Fills in the pools' counters.
-#[cfg(all(
-    target_pointer_width = "64",
-    any(
-        target_os = "linux",
-        target_os = "macos",
-        target_os = "freebsd",
-        windows
-    )
-))]
+if_pools! {
+    /// Fills in the pools' counters.
 fn gather(s: &mut Stats) {
     let threads = heap::class_totals();
     // A snapshot racing with other threads can see a transiently "negative" sum: clamp it.
@@ -131,6 +123,7 @@ fn gather(s: &mut Stats) {
         s.classes[c] = cs;
     }
     (s.large_blocks, s.large_bytes) = large::counts();
+}
 }
 
 // At start: read the settings (so warnings about them come first) and, with

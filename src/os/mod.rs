@@ -139,7 +139,7 @@ pub(crate) use imp::{run_at_start, thread_slot};
 #[cfg(all(windows, target_pointer_width = "64"))]
 pub use imp::{tls_get, tls_set};
 
-use core::sync::atomic::{AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 /// Every address the OS hands to user space lies below `2^ADDRESS_BITS`: 47 bits on x86-64 (Linux,
 /// macOS, Windows, FreeBSD without LA57 opt-in), 48 elsewhere (AArch64 Linux with 48-bit virtual
@@ -153,6 +153,30 @@ pub enum Backend {
     Pools,
     /// `std::alloc::System`: no port for this platform; `PoolAlloc` forwards every call.
     System,
+}
+
+/// A function the OS calls back later (at thread exit, around fork, at exit, as a thread's body),
+/// kept in a static: set before the OS can call it, then called from an `extern` trampoline.
+pub(crate) struct Hook(AtomicPtr<()>);
+
+impl Hook {
+    pub(crate) const fn new() -> Self {
+        Hook(AtomicPtr::new(core::ptr::null_mut()))
+    }
+
+    pub(crate) fn set(&self, f: fn()) {
+        self.0.store(f as *mut (), Ordering::Release);
+    }
+
+    /// Calls the function set last; nothing if none was.
+    pub(crate) fn call(&self) {
+        let p = self.0.load(Ordering::Acquire);
+        if !p.is_null() {
+            // SAFETY: only `set` stores here, and it stores a `fn()`.
+            let f = unsafe { core::mem::transmute::<*mut (), fn()>(p) };
+            f();
+        }
+    }
 }
 
 static PAGE_SIZE: AtomicUsize = AtomicUsize::new(0);

@@ -13,7 +13,7 @@
 //!   `thread_local!` (see [`thread_slot`]).
 
 use core::ptr;
-use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicUsize, Ordering};
 
 /// The allocator `PoolAlloc` uses here.
 pub const BACKEND: super::Backend = super::Backend::Pools;
@@ -246,22 +246,17 @@ pub(crate) use super::thread_slot_tls as thread_slot;
 pub(crate) use thread_slot;
 
 /// The thread-exit hook (one for the process) and the pthread key whose destructor calls it.
-static EXIT_HOOK: AtomicPtr<()> = AtomicPtr::new(ptr::null_mut());
+static EXIT_HOOK: super::Hook = super::Hook::new();
 static EXIT_KEY: spin::Once<Option<libc::pthread_key_t>> = spin::Once::new();
 
 extern "C" fn on_key_destroyed(_: *mut libc::c_void) {
-    let h = EXIT_HOOK.load(Ordering::Acquire);
-    if !h.is_null() {
-        // SAFETY: EXIT_HOOK only ever holds a `fn()` (watch_thread_exit).
-        let f: fn() = unsafe { core::mem::transmute::<*mut (), fn()>(h) };
-        f();
-    }
+    EXIT_HOOK.call();
 }
 
 /// Runs `hook` (the same for every call of the process) when the calling thread exits.
 /// Where pthread cannot (out of memory inside libc), the hook does not run: a bounded leak.
 pub fn watch_thread_exit(hook: fn()) {
-    EXIT_HOOK.store(hook as *mut (), Ordering::Release);
+    EXIT_HOOK.set(hook);
     let key = EXIT_KEY.call_once(|| {
         // SAFETY: zeroed is a valid out-value for the key (an integer or, on some targets, a
         // plain struct); the destructor is a plain function living forever.
@@ -277,28 +272,16 @@ pub fn watch_thread_exit(hook: fn()) {
     }
 }
 
-static FORK_HOOKS: [AtomicPtr<()>; 3] = [
-    AtomicPtr::new(ptr::null_mut()),
-    AtomicPtr::new(ptr::null_mut()),
-    AtomicPtr::new(ptr::null_mut()),
-];
+static FORK_HOOKS: [super::Hook; 3] = [super::Hook::new(), super::Hook::new(), super::Hook::new()];
 
-fn run_fork_hook(i: usize) {
-    let h = FORK_HOOKS[i].load(Ordering::Acquire);
-    if !h.is_null() {
-        // SAFETY: FORK_HOOKS only ever hold `fn()`s (at_fork).
-        let f: fn() = unsafe { core::mem::transmute::<*mut (), fn()>(h) };
-        f();
-    }
-}
 extern "C" fn fork_prepare() {
-    run_fork_hook(0);
+    FORK_HOOKS[0].call();
 }
 extern "C" fn fork_parent() {
-    run_fork_hook(1);
+    FORK_HOOKS[1].call();
 }
 extern "C" fn fork_child() {
-    run_fork_hook(2);
+    FORK_HOOKS[2].call();
 }
 
 /// Registers hooks that run in the forking thread before `fork`, and after it in the parent and
@@ -306,9 +289,9 @@ extern "C" fn fork_child() {
 pub fn at_fork(prepare: fn(), parent: fn(), child: fn()) {
     static ONCE: spin::Once<()> = spin::Once::new();
     ONCE.call_once(|| {
-        FORK_HOOKS[0].store(prepare as *mut (), Ordering::Release);
-        FORK_HOOKS[1].store(parent as *mut (), Ordering::Release);
-        FORK_HOOKS[2].store(child as *mut (), Ordering::Release);
+        FORK_HOOKS[0].set(prepare);
+        FORK_HOOKS[1].set(parent);
+        FORK_HOOKS[2].set(child);
         // SAFETY: the handlers are plain functions that live for the whole program.
         unsafe {
             libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child));
@@ -316,20 +299,17 @@ pub fn at_fork(prepare: fn(), parent: fn(), child: fn()) {
     });
 }
 
-static PURGER_BODY: AtomicPtr<()> = AtomicPtr::new(ptr::null_mut());
+static PURGER_BODY: super::Hook = super::Hook::new();
 
 extern "C" fn purger_main(_: *mut libc::c_void) -> *mut libc::c_void {
-    let b = PURGER_BODY.load(Ordering::Acquire);
-    // SAFETY: PURGER_BODY holds the `fn()` spawn_purger stored before starting this thread.
-    let f: fn() = unsafe { core::mem::transmute::<*mut (), fn()>(b) };
-    f();
+    PURGER_BODY.call();
     ptr::null_mut()
 }
 
 /// Starts `body` on a detached thread with a small stack (64 KiB); false if the OS refuses.
 /// Called at most once at a time (the caller serialises).
 pub fn spawn_purger(body: fn()) -> bool {
-    PURGER_BODY.store(body as *mut (), Ordering::Release);
+    PURGER_BODY.set(body);
     // SAFETY: attr and tid are valid out-pointers; the thread function lives forever and takes no
     // argument. A small stack: the purger only walks lists and makes syscalls.
     unsafe {
@@ -586,20 +566,15 @@ macro_rules! run_at_start {
 }
 pub(crate) use run_at_start;
 
-static AT_EXIT: AtomicPtr<()> = AtomicPtr::new(ptr::null_mut());
+static AT_EXIT: super::Hook = super::Hook::new();
 
 extern "C" fn run_at_exit() {
-    let h = AT_EXIT.load(Ordering::Acquire);
-    if !h.is_null() {
-        // SAFETY: AT_EXIT only ever holds a `fn()` (at_exit).
-        let f: fn() = unsafe { core::mem::transmute::<*mut (), fn()>(h) };
-        f();
-    }
+    AT_EXIT.call();
 }
 
 /// Runs `hook` when the process exits normally (`exit`, a return from `main`). Call once.
 pub fn at_exit(hook: fn()) {
-    AT_EXIT.store(hook as *mut (), Ordering::Release);
+    AT_EXIT.set(hook);
     // SAFETY: run_at_exit is a plain function living for the whole program.
     unsafe { libc::atexit(run_at_exit) };
 }

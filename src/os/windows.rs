@@ -17,7 +17,7 @@
 
 use core::ffi::c_void;
 use core::ptr;
-use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use windows_sys::Win32::Foundation::{CloseHandle, HANDLE, INVALID_HANDLE_VALUE};
 use windows_sys::Win32::Security::Authentication::Identity::RtlGenRandom;
 use windows_sys::Win32::Storage::FileSystem::WriteFile;
@@ -239,7 +239,7 @@ pub fn tls_set(p: *mut u8) {
     }
 }
 
-static EXIT_HOOK: AtomicPtr<()> = AtomicPtr::new(ptr::null_mut());
+static EXIT_HOOK: super::Hook = super::Hook::new();
 static FLS_INDEX: spin::Once<u32> = spin::Once::new();
 
 unsafe extern "system" fn on_fls_destroyed(_: *const c_void) {
@@ -247,17 +247,12 @@ unsafe extern "system" fn on_fls_destroyed(_: *const c_void) {
     if unsafe { RtlDllShutdownInProgress() } != 0 {
         return;
     }
-    let h = EXIT_HOOK.load(Ordering::Acquire);
-    if !h.is_null() {
-        // SAFETY: EXIT_HOOK only ever holds a `fn()` (watch_thread_exit).
-        let f: fn() = unsafe { core::mem::transmute::<*mut (), fn()>(h) };
-        f();
-    }
+    EXIT_HOOK.call();
 }
 
 /// Runs `hook` (the same for every call of the process) when the calling thread exits.
 pub fn watch_thread_exit(hook: fn()) {
-    EXIT_HOOK.store(hook as *mut (), Ordering::Release);
+    EXIT_HOOK.set(hook);
     // SAFETY: the callback is a plain function living forever.
     let idx = *FLS_INDEX.call_once(|| unsafe { FlsAlloc(Some(on_fls_destroyed)) });
     if idx != FLS_OUT_OF_INDEXES {
@@ -270,19 +265,16 @@ pub fn watch_thread_exit(hook: fn()) {
 /// No fork on Windows.
 pub fn at_fork(_prepare: fn(), _parent: fn(), _child: fn()) {}
 
-static PURGER_BODY: AtomicPtr<()> = AtomicPtr::new(ptr::null_mut());
+static PURGER_BODY: super::Hook = super::Hook::new();
 
 unsafe extern "system" fn purger_main(_: *mut c_void) -> u32 {
-    let b = PURGER_BODY.load(Ordering::Acquire);
-    // SAFETY: PURGER_BODY holds the `fn()` spawn_purger stored before starting this thread.
-    let f: fn() = unsafe { core::mem::transmute::<*mut (), fn()>(b) };
-    f();
+    PURGER_BODY.call();
     0
 }
 
 /// Starts `body` on a thread with a small stack (64 KiB reserved); false if the OS refuses.
 pub fn spawn_purger(body: fn()) -> bool {
-    PURGER_BODY.store(body as *mut (), Ordering::Release);
+    PURGER_BODY.set(body);
     let mut tid = 0u32;
     // SAFETY: the thread function lives forever and takes no argument; tid is a valid out-pointer.
     let h: HANDLE = unsafe {
@@ -417,20 +409,15 @@ macro_rules! run_at_start {
 }
 pub(crate) use run_at_start;
 
-static AT_EXIT: AtomicPtr<()> = AtomicPtr::new(ptr::null_mut());
+static AT_EXIT: super::Hook = super::Hook::new();
 
 extern "C" fn run_at_exit() {
-    let h = AT_EXIT.load(Ordering::Acquire);
-    if !h.is_null() {
-        // SAFETY: AT_EXIT only ever holds a `fn()` (at_exit).
-        let f: fn() = unsafe { core::mem::transmute::<*mut (), fn()>(h) };
-        f();
-    }
+    AT_EXIT.call();
 }
 
 /// Runs `hook` when the process exits normally. Call once.
 pub fn at_exit(hook: fn()) {
-    AT_EXIT.store(hook as *mut (), Ordering::Release);
+    AT_EXIT.set(hook);
     // SAFETY: run_at_exit is a plain function living for the whole program.
     unsafe { atexit(run_at_exit) };
 }
