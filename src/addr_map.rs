@@ -1,10 +1,11 @@
-//! Which parts of the address space are ours: one byte per [`CHUNK_SIZE`] granule of a 47-bit
-//! address space, naming it one of our chunks, one of our large spans (see `span`), or foreign.
+//! Which parts of the address space are ours: one byte per [`CHUNK_SIZE`] granule of the user
+//! address space (`os::ADDRESS_BITS`: 47 bits, 48 on AArch64), naming it one of our chunks, one of our large spans (see `span`), or foreign.
 //! A pointer handed to `free` with no size (the C ABI) and a pointer checked by the `hardened`
 //! feature are looked up here before anything at their address is read, so a pointer that is not
 //! ours never leads to a read of memory that may not be mapped.
 //!
-//! The map takes 512 MiB of address space, reserved once (MAP_NORESERVE) on first use; only the
+//! The map takes 512 MiB of address space (1 GiB with 48-bit addresses), reserved once
+//! (`os::map_sparse`) on first use; only the
 //! pages that cover our memory are ever touched. Bytes are written with atomics: no lock.
 
 use crate::chunk::{CHUNK_SHIFT, CHUNK_SIZE};
@@ -15,10 +16,14 @@ use core::sync::atomic::{
     Ordering::Release,
 };
 
-/// Bits of address the map covers: 47 (x86-64 and AArch64 user space), less under Miri, whose
-/// allocations sit low and which would otherwise allocate the whole map.
-const ADDR_BITS: usize = if cfg!(miri) { 40 } else { 47 };
-/// Granules in the covered address space, and bytes of the map (512 MiB of address space).
+/// Bits of address the map covers: the user address space (`os::ADDRESS_BITS`), less under Miri,
+/// whose allocations sit low and which would otherwise allocate the whole map.
+const ADDR_BITS: usize = if cfg!(miri) {
+    40
+} else {
+    os::ADDRESS_BITS as usize
+};
+/// Granules in the covered address space, and bytes of the map (512 MiB or 1 GiB of address space).
 const GRANULES: usize = 1 << (ADDR_BITS - CHUNK_SHIFT);
 
 /// One byte per granule ([`Kind`] as `u8`), mapped with MAP_NORESERVE on first use; only the pages
@@ -50,7 +55,7 @@ pub enum Kind {
 /// The map, mapping it on first use; null when the OS refuses the address space.
 #[cold]
 fn install() -> *mut AtomicU8 {
-    let m = os::reserve(GRANULES).cast::<AtomicU8>();
+    let m = os::map_sparse(GRANULES).cast::<AtomicU8>();
     if m.is_null() {
         return m;
     }

@@ -30,9 +30,5 @@ pub fn fatal(args: fmt::Arguments<'_>) -> ! {
     let _ = b.write_str("poolalloc: ");
     let _ = b.write_fmt(args);
     let _ = b.write_str("\n");
-    // SAFETY: the buffer holds `len` initialised bytes; write and abort have no other preconditions.
-    unsafe {
-        libc::write(2, b.buf.as_ptr().cast(), b.len);
-        libc::abort();
-    }
+    crate::os::fatal_write_and_abort(&b.buf[..b.len])
 }

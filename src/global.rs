@@ -3,11 +3,13 @@
 //! hand-out point and the one free point where the `hardened` checks are called (no-ops without
 //! the feature).
 
-use crate::size_class::{self, class_of};
 #[cfg(feature = "testing")]
 use crate::testing::hooks as testing;
-use crate::{hardened, heap, large};
 use core::alloc::{GlobalAlloc, Layout};
+if_pools! {
+    use crate::size_class::{self, class_of};
+    use crate::{hardened, heap, large};
+}
 use core::ptr::{self, NonNull};
 
 /// The allocator. Every value is a handle to the same process-wide pools, so values are free to
@@ -82,8 +84,43 @@ unsafe impl GlobalAlloc for PoolAlloc {
     }
 }
 
+// Where the pools have no port (see `os/mod.rs`), the data path is the system allocator's.
+if_fallback! {
+    // Each has GlobalAlloc's contract for the method of the same name, forwarded to System.
+    impl PoolAlloc {
+        #[inline(always)]
+        unsafe fn raw_alloc(&self, layout: Layout) -> *mut u8 {
+            // SAFETY: forwarded contract.
+            unsafe { std::alloc::System.alloc(layout) }
+        }
+        #[inline(always)]
+        unsafe fn raw_dealloc(&self, ptr: *mut u8, layout: Layout) {
+            // SAFETY: forwarded contract.
+            unsafe { std::alloc::System.dealloc(ptr, layout) }
+        }
+        #[inline(always)]
+        unsafe fn raw_alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+            // SAFETY: forwarded contract.
+            unsafe { std::alloc::System.alloc_zeroed(layout) }
+        }
+        unsafe fn raw_realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            // SAFETY: forwarded contract.
+            unsafe { std::alloc::System.realloc(ptr, layout, new_size) }
+        }
+    }
+}
+
 // The data path itself; the GlobalAlloc methods above add only the `testing` hooks (compiled out
 // without the feature). Each has GlobalAlloc's contract for the method of the same name.
+#[cfg(all(
+    target_pointer_width = "64",
+    any(
+        target_os = "linux",
+        target_os = "macos",
+        target_os = "freebsd",
+        windows
+    )
+))]
 impl PoolAlloc {
     #[inline(always)]
     unsafe fn raw_alloc(&self, layout: Layout) -> *mut u8 {
@@ -196,10 +233,12 @@ impl PoolAlloc {
 /// The usable size of a block allocated with `layout`: its slot size, or the request for large blocks.
 #[inline]
 pub fn usable_size(layout: Layout) -> usize {
-    match class_of(layout.size(), layout.align()) {
-        Some(c) => size_class::size_of(c),
-        None => layout.size(),
+    if_pools! {
+        if let Some(c) = class_of(layout.size(), layout.align()) {
+            return size_class::size_of(c);
+        }
     }
+    layout.size()
 }
 
 // The allocator-api2 `Allocator` trait, so collections can take a `PoolAlloc` on stable Rust.

@@ -23,7 +23,7 @@
 //! threads), so a remote freer may follow a stale `owner` pointer: the worst it does is set a hint
 //! bit in a heap that no longer owns the chunk, and the hint is only a prompt to look.
 //!
-//! Thread exit (a pthread key destructor): every chunk's remote frees are collected, empty chunks
+//! Thread exit (the OS layer's thread-exit hook: a pthread key destructor, a Windows FLS callback): every chunk's remote frees are collected, empty chunks
 //! go back to the source, chunks with live slots are abandoned to the source; the thread's counters
 //! fold into the orphan totals and the heap goes on the free list. The thread's TLS then names the
 //! static *exited* heap: its frees take the remote path and its allocations go to the shared heap,
@@ -33,7 +33,7 @@
 use crate::chunk::{self, Chunk, FreeSlot, push, unlink};
 use crate::lock::Lock;
 use crate::size_class::NUM_CLASSES;
-use crate::{hardened, os, source, span};
+use crate::{fork, os, source};
 use core::ptr;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 
@@ -87,6 +87,7 @@ const fn new_heap() -> Heap {
     }
 }
 
+#[repr(transparent)]
 struct StaticHeap(Heap);
 // SAFETY: the static heaps are never written: every path checks for them before writing a heap.
 unsafe impl Sync for StaticHeap {}
@@ -104,81 +105,9 @@ const fn exited() -> *mut Heap {
 }
 
 // This thread's heap: [`empty`] until its first allocation or free, [`exited`] after its exit hook.
-// Const-initialised, no destructor (see the re-entrance trap in DESIGN.md).
-//
-// On x86-64 Linux the slot is declared in assembly and read with the initial-exec TLS model: one
-// `mov` from `%fs`, in an executable and in a shared library alike. (Rust's `thread_local!` uses
-// the general-dynamic model in a shared library: a call to `__tls_get_addr` on every malloc and
-// free of `libpoolalloc_c.so`; only nightly can choose the model.) A library with an initial-exec
-// slot must be loaded at startup (LD_PRELOAD, or linked) or find room in glibc's surplus static
-// TLS when `dlopen`ed; it needs 8 bytes. Elsewhere, and under Miri, `thread_local!` holds it.
-#[cfg(all(target_arch = "x86_64", target_os = "linux", not(miri)))]
-mod slot {
-    use super::{EMPTY, Heap};
-
-    // The slot, in `.tdata` so that it starts out naming the empty heap. Hidden: it is private to
-    // the binary or library poolalloc is linked into.
-    core::arch::global_asm!(
-        ".pushsection .tdata,\"awT\",@progbits",
-        ".p2align 3",
-        ".globl __poolalloc_heap_slot_v01",
-        ".hidden __poolalloc_heap_slot_v01",
-        "__poolalloc_heap_slot_v01:",
-        ".quad {empty}",
-        ".popsection",
-        empty = sym EMPTY,
-    );
-
-    #[inline(always)]
-    pub fn get() -> *mut Heap {
-        let p: *mut Heap;
-        // SAFETY: reads this thread's 8-byte slot: its offset from the thread pointer comes from
-        // the GOT (initial-exec), and %fs is the thread pointer on x86-64 Linux.
-        unsafe {
-            core::arch::asm!(
-                "mov {p}, qword ptr [rip + __poolalloc_heap_slot_v01@GOTTPOFF]",
-                "mov {p}, qword ptr fs:[{p}]",
-                p = out(reg) p,
-                options(nostack, readonly, preserves_flags, pure),
-            );
-        }
-        p
-    }
-
-    #[inline(always)]
-    pub fn set(h: *mut Heap) {
-        // SAFETY: writes this thread's slot (as `get` reads it).
-        unsafe {
-            core::arch::asm!(
-                "mov {t}, qword ptr [rip + __poolalloc_heap_slot_v01@GOTTPOFF]",
-                "mov qword ptr fs:[{t}], {h}",
-                t = out(reg) _,
-                h = in(reg) h,
-                options(nostack, preserves_flags),
-            );
-        }
-    }
-}
-
-#[cfg(not(all(target_arch = "x86_64", target_os = "linux", not(miri))))]
-mod slot {
-    use super::{Heap, empty};
-    use core::cell::Cell;
-
-    thread_local! {
-        static HEAP: Cell<*mut Heap> = const { Cell::new(empty()) };
-    }
-
-    #[inline(always)]
-    pub fn get() -> *mut Heap {
-        HEAP.with(|h| h.get())
-    }
-
-    #[inline(always)]
-    pub fn set(h: *mut Heap) {
-        HEAP.with(|t| t.set(h))
-    }
-}
+// Const-initialised, no destructor (see the re-entrance trap in DESIGN.md). The OS layer declares
+// it (on x86-64 Linux an initial-exec TLS word: one `mov` from `%fs`).
+os::thread_slot!(mod slot: Heap = EMPTY);
 
 #[inline(always)]
 fn this_heap() -> *mut Heap {
@@ -650,7 +579,7 @@ fn new_registered_heap() -> *mut Heap {
 /// memory for a heap (the thread then uses the shared heap).
 #[cold]
 fn init_heap() -> *mut Heap {
-    install_fork_handlers();
+    fork::install(lock_for_fork, unlock_after_fork);
     let h = new_registered_heap();
     if h.is_null() {
         slot::set(exited());
@@ -661,25 +590,13 @@ fn init_heap() -> *mut Heap {
     h
 }
 
-static EXIT_KEY: spin::Once<Option<libc::pthread_key_t>> = spin::Once::new();
-
-/// Arranges for `on_thread_exit` to run when the calling thread exits.
+/// Arranges for [`thread_exited`] to run when the calling thread exits.
 fn register_exit_hook() {
-    let key = EXIT_KEY.call_once(|| {
-        let mut k: libc::pthread_key_t = 0;
-        // SAFETY: k is a valid out-pointer; the destructor is a plain function living forever.
-        let r = unsafe { libc::pthread_key_create(&mut k, Some(on_thread_exit)) };
-        (r == 0).then_some(k)
-    });
-    if let Some(k) = *key {
-        // Any non-null value makes pthread call the destructor at exit. If this fails (out of
-        // memory inside libc) the thread's chunks are not abandoned at exit: a bounded leak.
-        // SAFETY: k is a key created above.
-        unsafe { libc::pthread_setspecific(k, ptr::dangling::<u8>().cast()) };
-    }
+    os::watch_thread_exit(thread_exited);
 }
 
-extern "C" fn on_thread_exit(_: *mut libc::c_void) {
+/// The thread-exit hook: abandons the thread's heap (the OS layer calls it as the thread exits).
+fn thread_exited() {
     let h = this_heap();
     if h == empty() || h == exited() {
         return;
@@ -864,52 +781,23 @@ pub fn class_totals() -> [(usize, usize, usize); NUM_CLASSES] {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// fork: a child forked while another thread holds one of our locks would deadlock on its first
-// allocation (jemalloc #315). Around fork, the forking thread takes every lock in the lock order
-// (shared heap, registry, the source's class locks, its region lock, the span cache, hardened's
-// table) and
-// releases them in parent and child. This is the one place that knows every lock.
+// fork (see `fork.rs`, which takes every lock in the lock order; the heap's come first).
 
-extern "C" fn fork_prepare() {
+/// Takes the heap's locks for `fork`: the shared heap's, then the registry's.
+fn lock_for_fork() {
     core::mem::forget(SHARED.lock());
     core::mem::forget(REGISTRY.lock());
-    source::lock_for_fork();
-    span::lock_for_fork();
-    hardened::lock_for_fork();
 }
 
+/// Releases the locks taken by [`lock_for_fork`].
+///
 /// # Safety
-/// Only after `fork_prepare`, by the same thread (or its child).
-unsafe fn fork_release(child: bool) {
-    // SAFETY: fork_prepare took every one of these locks in this thread and forgot the guards; in
-    // the child this thread is the only one, and the copies of the locks are held by it.
+/// Only after [`lock_for_fork`], by the same thread (or its forked child).
+unsafe fn unlock_after_fork() {
+    // SAFETY: lock_for_fork took both in this thread and forgot the guards; in a child this
+    // thread is the only one, and the copies of the locks are held by it.
     unsafe {
-        hardened::unlock_after_fork();
-        span::unlock_after_fork();
-        source::unlock_after_fork(child);
         REGISTRY.force_unlock();
         SHARED.force_unlock();
     }
-}
-
-extern "C" fn fork_parent() {
-    // SAFETY: runs after fork_prepare in the same thread.
-    unsafe { fork_release(false) };
-}
-
-extern "C" fn fork_child() {
-    // SAFETY: runs after fork_prepare in the forking thread's copy.
-    unsafe { fork_release(true) };
-}
-
-static FORK_HANDLERS: spin::Once<()> = spin::Once::new();
-
-/// Registers the fork handlers once, before the first heap exists (so before any chunk).
-fn install_fork_handlers() {
-    FORK_HANDLERS.call_once(|| {
-        // SAFETY: the handlers are plain functions that live for the whole program.
-        unsafe {
-            libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child));
-        }
-    });
 }

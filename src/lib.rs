@@ -37,32 +37,119 @@
 //! ```
 //!
 //! The design, its invariants and its lock order: `DESIGN.md` in the repository.
+//!
+//! # Platforms
+//!
+//! The pools run on 64-bit Linux (glibc and musl, x86-64 and AArch64), macOS, FreeBSD and Windows;
+//! every OS service they use sits behind one contract (`src/os/`). Everywhere else (wasm32, 32-bit
+//! targets, any OS without a port) the crate still compiles and [`PoolAlloc`] forwards every call
+//! to `std::alloc::System`; [`Stats::backend`] says which is live, and [`raw`] (the C library's
+//! interface) does not exist there.
 #![deny(unsafe_op_in_unsafe_fn)]
+// Without a port most of the crate is compiled out, and what remains uses only part of the rest.
+#![cfg_attr(
+    not(all(
+        target_pointer_width = "64",
+        any(
+            target_os = "linux",
+            target_os = "macos",
+            target_os = "freebsd",
+            windows
+        )
+    )),
+    allow(dead_code, unused_imports)
+)]
 
-mod addr_map;
+/// Expands its items or statements where the pools have a port (see `os/mod.rs`).
+#[cfg(all(
+    target_pointer_width = "64",
+    any(
+        target_os = "linux",
+        target_os = "macos",
+        target_os = "freebsd",
+        windows
+    )
+))]
+macro_rules! if_pools {
+    ($($t:tt)*) => { $($t)* };
+}
+#[cfg(not(all(
+    target_pointer_width = "64",
+    any(
+        target_os = "linux",
+        target_os = "macos",
+        target_os = "freebsd",
+        windows
+    )
+)))]
+macro_rules! if_pools {
+    ($($t:tt)*) => {};
+}
+/// Expands its items or statements where the pools have no port: `PoolAlloc` is `System` there.
+#[cfg(not(all(
+    target_pointer_width = "64",
+    any(
+        target_os = "linux",
+        target_os = "macos",
+        target_os = "freebsd",
+        windows
+    )
+)))]
+macro_rules! if_fallback {
+    ($($t:tt)*) => { $($t)* };
+}
+#[cfg(all(
+    target_pointer_width = "64",
+    any(
+        target_os = "linux",
+        target_os = "macos",
+        target_os = "freebsd",
+        windows
+    )
+))]
+macro_rules! if_fallback {
+    ($($t:tt)*) => {};
+}
+
 mod blocking_pool;
-mod chunk;
 #[cfg(any(feature = "hardened", feature = "testing"))]
 mod fatal;
 mod global;
-mod hardened;
-mod heap;
-mod large;
-mod link;
 mod lock;
 mod object_pool;
 mod os;
-pub mod raw;
 mod size_class;
-mod source;
-mod span;
 mod stats;
 pub mod testing;
+
+if_pools! {
+    mod addr_map;
+    mod chunk;
+    mod fork;
+    mod hardened;
+    mod heap;
+    mod large;
+    mod link;
+    mod purger;
+    pub mod raw;
+    mod source;
+    mod span;
+
+    pub use purger::set_purge_delay_ms;
+    pub use source::set_retained_chunks;
+}
+
+if_fallback! {
+    /// Without a port there are no chunks to keep: no effect.
+    pub fn set_retained_chunks(_n: usize) {}
+    /// Without a port there is nothing to purge: no effect.
+    pub fn set_purge_delay_ms(_ms: usize) {}
+}
 
 pub use blocking_pool::{AcquireError, BlockingPool, Pooled, Shutdown};
 pub use global::PoolAlloc;
 pub use object_pool::{CHUNK_SLOTS, Handle, Iter, IterMut, Pool};
-pub use source::{set_purge_delay_ms, set_retained_chunks};
+pub use os::Backend;
 pub use stats::{ClassStats, Stats, stats, trim};
 
 /// The README's examples, run as doc tests (some need the `testing` feature, so all run with it).
@@ -70,8 +157,14 @@ pub use stats::{ClassStats, Stats, stats, trim};
 #[doc = include_str!("../README.md")]
 struct ReadmeExamples;
 
-/// Size of every chunk, in bytes.
-pub const CHUNK_SIZE: usize = chunk::CHUNK_SIZE;
+if_pools! {
+    /// Size of every chunk, in bytes.
+    pub const CHUNK_SIZE: usize = chunk::CHUNK_SIZE;
+}
+if_fallback! {
+    /// Size of every chunk, in bytes (where the pools run).
+    pub const CHUNK_SIZE: usize = 256 * 1024;
+}
 /// The largest request (after rounding up to its alignment) served from the pools.
 pub const MAX_SMALL: usize = size_class::MAX_SMALL;
 /// The slot sizes of the size classes, smallest first.

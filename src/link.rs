@@ -34,28 +34,11 @@ mod imp {
     pub fn init() {
         static ONCE: spin::Once<()> = spin::Once::new();
         ONCE.call_once(|| {
-            let mut k = [0usize; 3];
-            // SAFETY: the buffer is valid for its size; getrandom may fill less on failure.
-            let n = unsafe { libc::getrandom(k.as_mut_ptr().cast(), size_of_val(&k), 0) };
-            if n != size_of_val(&k) as isize {
-                // Fall back to address-space randomisation and the clock.
-                let mut ts = libc::timespec {
-                    tv_sec: 0,
-                    tv_nsec: 0,
-                };
-                // SAFETY: ts is a valid out-pointer.
-                unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
-                let t = (ts.tv_sec as usize).wrapping_mul(1_000_000_007) ^ ts.tv_nsec as usize;
-                k = [
-                    t ^ (&K0 as *const _ as usize),
-                    t.rotate_left(29) ^ (init as *const () as usize),
-                    t.rotate_left(41) ^ (&K2 as *const _ as usize),
-                ];
-            }
-            // A zeroed word must decode to an address no link holds (at or above 2^47, never
+            let mut k = crate::os::random_seed();
+            // A zeroed word must decode to an address no link holds (at or above 2^ADDRESS_BITS, never
             // null): 8-byte blocks are zeroed when handed out, and must then not look free.
             let k0 = k[0] | 1;
-            if (0usize.wrapping_sub(k0).rotate_right((k0 & 63) as u32) ^ k[1]) >> 47 == 0 {
+            if (0usize.wrapping_sub(k0).rotate_right((k0 & 63) as u32) ^ k[1]) >> crate::os::ADDRESS_BITS == 0 {
                 k[1] ^= 1 << 63;
             }
             K0.store(k0, Relaxed);
@@ -158,7 +141,7 @@ mod tests {
         // Hardened: a zeroed word never decodes to null or to a user-space address.
         if HARDENED {
             let z = decode(core::ptr::null_mut::<u8>()) as usize;
-            assert!(z >> 47 != 0);
+            assert!(z >> crate::os::ADDRESS_BITS != 0);
         }
     }
 }

@@ -2,7 +2,7 @@
 //! waits, so a holder that was preempted gets to run (pure spinning on 2 cores with more threads
 //! than cores wastes whole time slices).
 
-/// Spin lock whose waiters call `sched_yield` between attempts.
+/// Spin lock whose waiters yield the core (`os::yield_now`) between attempts.
 pub type Lock<T> = spin::mutex::SpinMutex<T, YieldRelax>;
 
 /// Relax strategy: give the core away.
@@ -11,9 +11,6 @@ pub struct YieldRelax;
 impl spin::RelaxStrategy for YieldRelax {
     #[inline]
     fn relax() {
-        // SAFETY: sched_yield has no preconditions.
-        unsafe {
-            libc::sched_yield();
-        }
+        crate::os::yield_now();
     }
 }

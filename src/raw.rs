@@ -232,17 +232,10 @@ pub unsafe fn realloc(p: *mut u8, new_size: usize, align: usize) -> *mut u8 {
 /// Copies as much of `[src, src + len)` as is readable into `dst`, without faulting: the size of a
 /// foreign block is unknown, and the bytes after it may not be mapped.
 fn copy_foreign(src: *mut u8, dst: *mut u8, len: usize) {
-    let local = libc::iovec {
-        iov_base: dst.cast(),
-        iov_len: len,
-    };
-    let remote = libc::iovec {
-        iov_base: src.cast(),
-        iov_len: len,
-    };
-    // SAFETY: process_vm_readv reads our own memory through the kernel, which stops at the first
-    // unreadable page instead of faulting; dst holds len writable bytes.
-    unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+    // SAFETY: dst holds len writable bytes (a fresh block of at least len); the OS layer reads src
+    // without faulting where it can (the C library, which copies foreign blocks, is Linux-only,
+    // where it can).
+    unsafe { os::copy_readable(src, dst, len) };
 }
 
 /// Returns free memory to the OS as [`trim`](crate::trim) does (large spans waiting for reuse

@@ -23,12 +23,13 @@ use crate::hardened;
 use crate::link;
 use crate::lock::Lock;
 use crate::size_class::NUM_CLASSES;
-use crate::{os, span};
+use crate::{os, purger, span};
 use core::ptr;
-use core::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicUsize, Ordering};
 
-/// Chunks mapped together in one region.
-const REGION_CHUNKS: usize = 16;
+/// Chunks mapped together in one region: 16 where part of a mapping can be unmapped, else 1 (on
+/// Windows a reservation is released whole, so each chunk is a reservation of its own).
+const REGION_CHUNKS: usize = if os::PARTIAL_UNMAP { 16 } else { 1 };
 /// Purged chunks kept mapped for reuse.
 const SPARE_MAX: usize = 1024;
 /// Empty chunks beyond the retained ones that may wait for the purger at once (16 MiB).
@@ -41,16 +42,6 @@ static RETAIN: AtomicUsize = AtomicUsize::new(1);
 /// OS (default 1).
 pub fn set_retained_chunks(n: usize) {
     RETAIN.store(n, Ordering::Relaxed);
-}
-
-/// Milliseconds an empty chunk beyond the retained ones waits before it goes back to the OS.
-static PURGE_DELAY_MS: AtomicUsize = AtomicUsize::new(250);
-
-/// Sets how long an empty chunk (beyond the retained ones) waits before its memory is returned to the
-/// OS (default 250 ms). Zero returns it the moment its last slot is freed and never starts the
-/// background purger thread.
-pub fn set_purge_delay_ms(ms: usize) {
-    PURGE_DELAY_MS.store(ms, Ordering::Relaxed);
 }
 
 /// Empty chunks waiting for the purger, all classes together.
@@ -136,8 +127,15 @@ unsafe fn purge(c: *mut Chunk) {
         drop(r);
         // Not ours any more: a pointer into it is foreign from now on (the OS may map it to anyone).
         addr_map::set(Kind::Chunk, base, CHUNK_SIZE, false);
-        // SAFETY: as above; the chunk is a whole, CHUNK_SIZE-aligned part of a mapping of ours.
-        unsafe { os::unmap(base, CHUNK_SIZE) };
+        // SAFETY: as above; the chunk is a whole, CHUNK_SIZE-aligned part of a region of ours
+        // (the whole region where a region is one chunk).
+        unsafe {
+            if REGION_CHUNKS == 1 {
+                os::unmap(base, CHUNK_SIZE)
+            } else {
+                os::unmap_part(base, CHUNK_SIZE)
+            }
+        };
     }
 }
 
@@ -209,7 +207,7 @@ pub unsafe fn release(c: *mut Chunk) {
     // SAFETY: the caller hands the chunk over.
     let class = unsafe { (*c).class as usize };
     let retain = RETAIN.load(Ordering::Relaxed);
-    let delay = PURGE_DELAY_MS.load(Ordering::Relaxed) > 0 && purger_running();
+    let delay = purger::running(tick);
     let mut l = CLASSES[class].lock();
     if l.nempty < retain || delay && WAITING.load(Ordering::Relaxed) < WAITING_MAX {
         WAITING.fetch_add(1, Ordering::Relaxed);
@@ -366,80 +364,28 @@ pub fn counts(class: usize) -> (usize, usize, usize) {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// The purger: a background thread that gives expired empty chunks back to the OS and reaps
-// abandoned chunks. It is a plain pthread (no Rust runtime, nothing allocated through us), started
-// the first time an empty chunk would wait for it; if it cannot be started, empty chunks beyond the
-// retained ones go back at once.
-
-/// 0: not started; 1: running; 2: could not be started.
-static PURGER: AtomicU8 = AtomicU8::new(0);
-
-/// Whether the purger runs (starting it if needed).
-fn purger_running() -> bool {
-    match PURGER.load(Ordering::Acquire) {
-        1 => true,
-        2 => false,
-        _ => start_purger(),
-    }
-}
+// The purger's work (its thread: `purger.rs`).
 
 /// Starts the purger if it is not running yet (thread exit calls this: abandoned chunks need it).
 pub fn ensure_purger() {
-    if PURGE_DELAY_MS.load(Ordering::Relaxed) > 0 {
-        purger_running();
-    }
+    purger::ensure(tick);
 }
 
-#[cold]
-fn start_purger() -> bool {
-    if PURGER
-        .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
-        .is_err()
-    {
-        return PURGER.load(Ordering::Acquire) == 1;
+/// One period of the purger: reaps abandoned chunks that became empty, gives back empty chunks
+/// beyond the retained ones that waited `delay_ms`, and expires cached spans likewise.
+fn tick(now: u32, delay_ms: u32) {
+    let retain = RETAIN.load(Ordering::Relaxed);
+    for class in 0..NUM_CLASSES {
+        let reaped = reap_abandoned(class);
+        // SAFETY: reaped chunks are empty and off every list.
+        unsafe { release_list(reaped, false) };
+        purge_empty(class, retain, now, delay_ms);
     }
-    // SAFETY: attr and tid are valid out-pointers; the thread function lives forever and takes no
-    // argument. A small stack: the purger only walks lists and makes syscalls.
-    let ok = unsafe {
-        let mut attr: libc::pthread_attr_t = core::mem::zeroed();
-        let mut tid: libc::pthread_t = core::mem::zeroed();
-        libc::pthread_attr_init(&mut attr);
-        libc::pthread_attr_setstacksize(&mut attr, 64 * 1024);
-        libc::pthread_attr_setdetachstate(&mut attr, libc::PTHREAD_CREATE_DETACHED);
-        let r = libc::pthread_create(&mut tid, &attr, purger_main, ptr::null_mut());
-        libc::pthread_attr_destroy(&mut attr);
-        r == 0
-    };
-    if !ok {
-        PURGER.store(2, Ordering::Release);
-    }
-    ok
-}
-
-extern "C" fn purger_main(_: *mut libc::c_void) -> *mut libc::c_void {
-    loop {
-        let delay = PURGE_DELAY_MS.load(Ordering::Relaxed);
-        let period = (delay / 2).clamp(10, 100);
-        let ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: (period * 1_000_000) as libc::c_long,
-        };
-        // SAFETY: ts is a valid timespec; a null remainder is allowed.
-        unsafe { libc::nanosleep(&ts, ptr::null_mut()) };
-        let now = os::now_ms();
-        let retain = RETAIN.load(Ordering::Relaxed);
-        for class in 0..NUM_CLASSES {
-            let reaped = reap_abandoned(class);
-            // SAFETY: reaped chunks are empty and off every list.
-            unsafe { release_list(reaped, false) };
-            purge_empty(class, retain, now, delay as u32);
-        }
-        span::expire(now, delay as u32);
-    }
+    span::expire(now, delay_ms);
 }
 
 // ---------------------------------------------------------------------------------------------------
-// fork (see `heap::install_fork_handlers`, which takes these in the lock order).
+// fork (see `fork.rs`, which takes these in the lock order).
 
 /// Takes every lock of the source for `fork`: the class locks in order, then the region lock.
 pub(crate) fn lock_for_fork() {
@@ -449,20 +395,16 @@ pub(crate) fn lock_for_fork() {
     core::mem::forget(REGIONS.lock());
 }
 
-/// Releases the locks taken by [`lock_for_fork`]; in the child, forgets the purger thread (it
-/// does not exist there: the next empty chunk starts a new one).
+/// Releases the locks taken by [`lock_for_fork`].
 ///
 /// # Safety
 /// Only after [`lock_for_fork`], by the same thread (or its forked child).
-pub(crate) unsafe fn unlock_after_fork(child: bool) {
+pub(crate) unsafe fn unlock_after_fork() {
     // SAFETY: held by lock_for_fork, guards forgotten.
     unsafe {
         REGIONS.force_unlock();
         for l in CLASSES.iter() {
             l.force_unlock();
         }
-    }
-    if child {
-        PURGER.store(0, Ordering::Relaxed);
     }
 }

@@ -15,7 +15,8 @@
 //! Freed spans wait in a small cache (`CACHE_SLOTS` spans, `CACHE_BYTES` in all) for a request of
 //! nearly their size: a block freed and allocated again costs no system call. The purger unmaps
 //! spans that waited longer than the purge delay, and `trim` unmaps all of them. Growing a span
-//! moves its pages with `mremap` (no copy), in place when the address space after it is free.
+//! moves its pages where the OS can (`mremap` on Linux: no copy, in place when the address space
+//! after it is free) and copies the block elsewhere.
 
 use crate::addr_map::{self, Kind};
 use crate::chunk::CHUNK_SIZE;
@@ -248,21 +249,20 @@ pub unsafe fn resize(p: *mut u8, new_size: usize) -> (*mut u8, usize) {
         unsafe {
             let tail = base.add(new_len);
             addr_map::set(Kind::Span, tail, len - new_len, false);
-            os::unmap(tail, len - new_len);
+            os::unmap_part(tail, len - new_len);
             (*h).len = new_len;
             (*h).usable = usable_for(new_size, off, new_len);
             return (p, (*h).usable);
         }
     }
-    // Grow in place when the address space after the span is free.
-    // SAFETY: base/len is our mapping; without MREMAP_MAYMOVE it either grows in place or fails.
-    let r = unsafe { libc::mremap(base.cast(), len, new_len, 0) };
-    if r != libc::MAP_FAILED {
+    // Grow in place when the address space after the span is free (where the OS can remap).
+    // SAFETY: base/len is our whole mapping and new_len > len.
+    if unsafe { os::grow_in_place(base, len, new_len) } {
         // SAFETY: the mapping now covers [base, base + new_len); the new granules were free.
         unsafe {
             if !addr_map::set(Kind::Span, base.add(len), new_len - len, true) {
-                // Cannot record it: undo the growth (a shrink of our own mapping cannot fail).
-                libc::mremap(base.cast(), new_len, len, 0);
+                // Cannot record it: give the growth back (munmap of our own tail cannot fail).
+                os::unmap_part(base.add(len), new_len - len);
                 return (ptr::null_mut(), 0);
             }
             (*h).len = new_len;
@@ -270,7 +270,8 @@ pub unsafe fn resize(p: *mut u8, new_size: usize) -> (*mut u8, usize) {
             return (p, (*h).usable);
         }
     }
-    // Move the pages to a new, suitably aligned place: reserve it, then mremap onto it.
+    // Move to a new, suitably aligned place: reserve it, then move the pages there (mremap), or
+    // copy the block where the OS cannot move pages.
     let balign = base_align(if off > HEADER { off } else { 1 }, new_len);
     let dst = os::map_aligned(new_len, balign);
     if dst.is_null() {
@@ -281,22 +282,17 @@ pub unsafe fn resize(p: *mut u8, new_size: usize) -> (*mut u8, usize) {
         unsafe { os::unmap(dst, new_len) };
         return (ptr::null_mut(), 0);
     }
-    // SAFETY: base/len is our whole mapping, dst/new_len our fresh reservation; MREMAP_FIXED
-    // replaces the reservation with the old pages and unmaps the old range.
-    let r = unsafe {
-        libc::mremap(
-            base.cast(),
-            len,
-            new_len,
-            libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
-            dst.cast::<libc::c_void>(),
-        )
-    };
-    if r == libc::MAP_FAILED {
-        addr_map::set(Kind::Span, dst, new_len, false);
-        // SAFETY: the reservation is ours and unused.
-        unsafe { os::unmap(dst, new_len) };
-        return (ptr::null_mut(), 0);
+    // SAFETY: base/len is our whole mapping, dst/new_len our fresh one, distinct; on success
+    // the old range is gone and dst holds its pages.
+    if unsafe { !os::move_pages(base, len, dst, new_len) } {
+        // SAFETY: the span's block [p, p + usable) lies inside [base, base + len), and the same
+        // offset in dst holds at least that much (new_len > len); the header before it is
+        // rewritten below. The old span is ours and unused once copied.
+        unsafe {
+            let old_usable = (*h).usable;
+            ptr::copy_nonoverlapping(p, dst.add(off), old_usable);
+            os::unmap(base, len);
+        }
     }
     addr_map::set(Kind::Span, base, len, false);
     // SAFETY: dst + off is the moved block; its header moved with it.

@@ -1,9 +1,12 @@
 //! Statistics: a snapshot of what the pools hold, gathered without allocating, and `trim`.
 
-use crate::chunk::{self, CHUNK_SIZE};
+use crate::os::{self, Backend};
 use crate::size_class::{self, NUM_CLASSES};
-use crate::{heap, large, os, source, span};
 use core::fmt;
+if_pools! {
+    use crate::chunk::{self, CHUNK_SIZE};
+    use crate::{heap, large, source, span};
+}
 
 /// Counters of one size class. Slots of a class's chunks are either `live` (held by the program),
 /// `cached` (freed by a thread other than the chunk's owner, waiting on the chunk's remote-free list
@@ -61,11 +64,13 @@ pub struct Stats {
     pub large_bytes: usize,
     /// Resident set size of the process, where the OS reports it.
     pub rss_bytes: Option<usize>,
+    /// Which allocator serves `PoolAlloc`: the pools, or (on a platform without a port) `System`,
+    /// in which case every other counter is zero.
+    pub backend: Backend,
 }
 
 /// Takes a snapshot of the allocator's counters. Allocates nothing.
 pub fn stats() -> Stats {
-    let threads = heap::class_totals();
     let mut s = Stats {
         classes: [ClassStats::default(); NUM_CLASSES],
         chunks: 0,
@@ -76,7 +81,30 @@ pub fn stats() -> Stats {
         large_blocks: 0,
         large_bytes: 0,
         rss_bytes: None,
+        backend: os::BACKEND,
     };
+    for (c, cs) in s.classes.iter_mut().enumerate() {
+        cs.slot_size = size_class::CLASS_SIZE[c];
+    }
+    if_pools! {
+        gather(&mut s);
+    }
+    s.rss_bytes = os::rss_bytes();
+    s
+}
+
+/// Fills in the pools' counters.
+#[cfg(all(
+    target_pointer_width = "64",
+    any(
+        target_os = "linux",
+        target_os = "macos",
+        target_os = "freebsd",
+        windows
+    )
+))]
+fn gather(s: &mut Stats) {
+    let threads = heap::class_totals();
     // A snapshot racing with other threads can see a transiently "negative" sum: clamp it.
     let clamp = |x: usize| if x > isize::MAX as usize { 0 } else { x };
     for (c, &(live, requested, pending)) in threads.iter().enumerate() {
@@ -102,8 +130,6 @@ pub fn stats() -> Stats {
         s.classes[c] = cs;
     }
     (s.large_blocks, s.large_bytes) = large::counts();
-    s.rss_bytes = os::rss_bytes();
-    s
 }
 
 /// Returns to the OS everything that can go now: the calling thread's empty chunks (after
@@ -111,20 +137,18 @@ pub fn stats() -> Stats {
 /// and (with glibc) the system allocator's free heap. Other threads' chunks are untouched.
 pub fn trim() {
     trim_pools();
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim has no preconditions.
-    unsafe {
-        libc::malloc_trim(0);
-    }
+    os::trim_system_allocator();
 }
 
 /// [`trim`] without the system allocator's part: what poolalloc itself holds (large spans of the
 /// size-less interface waiting for reuse included). The C ABI's `malloc_trim` calls this one: there
-/// `libc::malloc_trim` would be itself.
+/// the system allocator's trim would be itself.
 pub(crate) fn trim_pools() {
-    heap::trim_current_thread();
-    source::trim();
-    span::expire(os::now_ms(), 0);
+    if_pools! {
+        heap::trim_current_thread();
+        source::trim();
+        span::expire(os::now_ms(), 0);
+    }
 }
 
 /// Bytes as a short human-readable string, formatted without allocating.

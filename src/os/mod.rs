@@ -1,0 +1,408 @@
+//! The operating system, behind one contract. Every service poolalloc needs from the OS is a
+//! function (or, for the thread slot, a macro) of this module; no other module names `libc` or a
+//! Windows API. One file per platform family implements the contract:
+//!
+//! | file          | platforms                                  | backend      |
+//! |---------------|--------------------------------------------|--------------|
+//! | `unix.rs`     | Linux (glibc, musl), macOS, FreeBSD; 64-bit | `Pools`      |
+//! | `windows.rs`  | Windows, 64-bit                            | `Pools`      |
+//! | `fallback.rs` | everything else (wasm32, 32-bit, no port)  | `System`     |
+//!
+//! On a platform with no port the pools are not compiled at all: `PoolAlloc` forwards every call
+//! to `std::alloc::System` ([`BACKEND`] says which is live), and the fallback file provides only
+//! what the parts that remain (statistics, the `testing` feature) need.
+//!
+//! # The rules every service keeps
+//!
+//! 1. **No allocation.** A service never allocates through the global allocator (it may be that
+//!    allocator): no `Vec`, no `String`, no `std::thread::spawn`, no formatting into a `String`.
+//! 2. **No lock of ours.** A service takes none of poolalloc's locks and calls back into none of
+//!    its code, except where it says so (the thread-exit hook, the fork hooks, the purger's body),
+//!    and then only when the OS calls it, never from inside the service call. OS-internal locks
+//!    (the loader's, the kernel's) are the OS's business.
+//! 3. **No unwinding.** Nothing here panics; failure is a return value (null, `false`, `None`).
+//!    The one exception is [`fatal_write_and_abort`], which does not return at all.
+//! 4. **Failure leaves the rest intact.** A refused mapping returns null and changes nothing; the
+//!    caller hands null to its caller, and every other block stays as it was.
+//!
+//! # The services
+//!
+//! Memory (all sizes and addresses multiples of [`page_size`]):
+//! - [`map`]: fresh, zeroed, committed read-write memory. [`map_aligned`]: the same, its start a
+//!   multiple of `align`. [`map_sparse`]: zeroed address space of which only touched pages cost
+//!   memory (a large table).
+//! - [`unmap`]: gives back a whole mapping made here (from its start, of its current length).
+//!   [`unmap_part`]: gives back the memory of part of one; where [`PARTIAL_UNMAP`] is false
+//!   (Windows) the part's address space stays reserved until its mapping is unmapped whole.
+//! - [`purge`]: decommits a range: its memory goes back to the OS, the range stays usable and
+//!   reads as zero afterwards.
+//! - [`grow_in_place`] and [`move_pages`]: an optional remap (Linux's `mremap`); where there is
+//!   none they return `false` and the caller copies.
+//!
+//! Threads and the process:
+//! - [`thread_slot!`]: a thread's heap pointer, const-initialised, with no destructor.
+//! - [`watch_thread_exit`]: the hook runs when the calling thread exits.
+//! - [`at_fork`]: hooks around `fork` (nothing where there is no fork).
+//! - [`spawn_purger`], [`sleep_ms`]: the background purger's thread, detached, small stack.
+//! - [`yield_now`]: gives the core away (the lock's back-off).
+//! - [`random_seed`]: entropy for the `hardened` keys (never fails: falls back to the clock and
+//!   addresses). [`now_ms`]: a coarse monotonic clock. [`rss_bytes`]: the resident set.
+//! - [`fatal_write_and_abort`]: writes a message to stderr without allocating and aborts.
+//! - [`copy_readable`]: copies memory that may not all be mapped, without faulting (the C
+//!   library's realloc of a block it did not allocate). [`trim_system_allocator`]: asks the
+//!   system allocator to return its free memory (glibc's `malloc_trim`; nothing elsewhere).
+//!
+//! # Faults
+//!
+//! Unit tests (`cfg(test)`) can make the next mapping calls of the calling thread fail
+//! ([`fault::fail_maps`]), to check that every caller turns a refusal into a null pointer and
+//! loses nothing.
+
+/// Declares `mod $m { pub fn get() -> *mut $T; pub fn set(*mut $T) }` over `thread_local!`: the
+/// calling thread's slot, starting out as the address of the static `$init` (a `$T` or a
+/// `repr(transparent)` wrapper of one). Const-initialised and without a destructor, so it never
+/// allocates and never registers anything with the runtime. The backends re-export this as
+/// `thread_slot!` where they have nothing faster.
+#[allow(unused_macros)]
+macro_rules! thread_slot_tls {
+    (mod $m:ident: $T:ty = $init:path) => {
+        mod $m {
+            use super::*;
+            use core::cell::Cell;
+
+            std::thread_local! {
+                static SLOT: Cell<*mut $T> =
+                    const { Cell::new((&raw const $init).cast::<$T>().cast_mut()) };
+            }
+
+            #[inline(always)]
+            pub fn get() -> *mut $T {
+                SLOT.with(|s| s.get())
+            }
+
+            #[inline(always)]
+            pub fn set(h: *mut $T) {
+                SLOT.with(|s| s.set(h))
+            }
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use thread_slot_tls;
+
+#[cfg(all(
+    target_pointer_width = "64",
+    any(target_os = "linux", target_os = "macos", target_os = "freebsd")
+))]
+#[allow(dead_code)] // The whole contract; a build uses what its features need.
+mod unix;
+#[cfg(all(
+    target_pointer_width = "64",
+    any(target_os = "linux", target_os = "macos", target_os = "freebsd")
+))]
+use unix as imp;
+
+#[cfg(all(windows, target_pointer_width = "64"))]
+#[allow(dead_code)]
+mod windows;
+#[cfg(all(windows, target_pointer_width = "64"))]
+use windows as imp;
+
+#[cfg(not(any(
+    all(
+        target_pointer_width = "64",
+        any(target_os = "linux", target_os = "macos", target_os = "freebsd")
+    ),
+    all(windows, target_pointer_width = "64")
+)))]
+#[allow(dead_code)]
+mod fallback;
+#[cfg(not(any(
+    all(
+        target_pointer_width = "64",
+        any(target_os = "linux", target_os = "macos", target_os = "freebsd")
+    ),
+    all(windows, target_pointer_width = "64")
+)))]
+use fallback as imp;
+
+pub(crate) use imp::thread_slot;
+#[allow(unused_imports)]
+pub use imp::{
+    BACKEND, PARTIAL_UNMAP, at_fork, copy_readable, fatal_write_and_abort, now_ms, random_seed,
+    rss_bytes, sleep_ms, spawn_purger, trim_system_allocator, watch_thread_exit, yield_now,
+};
+
+use core::sync::atomic::{AtomicUsize, Ordering};
+
+/// Every address the OS hands to user space lies below `2^ADDRESS_BITS`: 47 bits on x86-64 (Linux,
+/// macOS, Windows, FreeBSD without LA57 opt-in), 48 elsewhere (AArch64 Linux with 48-bit virtual
+/// addresses hands out addresses up to 2^48 by default; macOS on Apple silicon stays below 2^47).
+pub const ADDRESS_BITS: u32 = if cfg!(target_arch = "x86_64") { 47 } else { 48 };
+
+/// Which allocator serves `PoolAlloc` in this build.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// poolalloc's own pools (a platform with a port).
+    Pools,
+    /// `std::alloc::System`: no port for this platform; `PoolAlloc` forwards every call.
+    System,
+}
+
+static PAGE_SIZE: AtomicUsize = AtomicUsize::new(0);
+
+/// The OS page size, read once (a power of two; 4 KiB, 16 KiB and 64 KiB are all met in practice,
+/// so nothing may assume one).
+#[inline]
+pub fn page_size() -> usize {
+    let p = PAGE_SIZE.load(Ordering::Relaxed);
+    if p != 0 {
+        return p;
+    }
+    let p = imp::page_size();
+    debug_assert!(p.is_power_of_two());
+    PAGE_SIZE.store(p, Ordering::Relaxed);
+    p
+}
+
+/// `size` bytes of fresh, zeroed, committed read-write memory; null when the OS refuses.
+pub fn map(size: usize) -> *mut u8 {
+    if fault::take() {
+        return core::ptr::null_mut();
+    }
+    imp::map(size)
+}
+
+/// As [`map`], the start a multiple of `align` (a power of two, at least the page size). The
+/// result is a mapping of its own: [`unmap`] takes it from its start.
+pub fn map_aligned(size: usize, align: usize) -> *mut u8 {
+    if fault::take() {
+        return core::ptr::null_mut();
+    }
+    imp::map_aligned(size, align)
+}
+
+/// `size` bytes of zeroed read-write address space of which only the pages touched cost memory
+/// (for a large, sparsely used table); null when the OS refuses.
+pub fn map_sparse(size: usize) -> *mut u8 {
+    if fault::take() {
+        return core::ptr::null_mut();
+    }
+    imp::map_sparse(size)
+}
+
+/// Gives back a whole mapping.
+///
+/// # Safety
+/// `p` is the start of a mapping made by this module and `size` its length (as made, or as left
+/// by [`unmap_part`] of its tail); nothing touches it again.
+pub unsafe fn unmap(p: *mut u8, size: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { imp::unmap(p, size) }
+}
+
+/// Gives back the memory of `[p, p + size)`, a page-aligned part of a mapping made here. Where
+/// [`PARTIAL_UNMAP`] is true the address space goes too; elsewhere it stays reserved (and
+/// inaccessible) until the mapping is unmapped whole.
+///
+/// # Safety
+/// The range lies inside one mapping made by this module, is page aligned, and nothing touches
+/// it again.
+pub unsafe fn unmap_part(p: *mut u8, size: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { imp::unmap_part(p, size) }
+}
+
+/// Gives the memory of `[p, p + size)` back to the OS; the range stays usable and reads as zero
+/// afterwards (the chunk source relies on a purged header reading as zero).
+///
+/// # Safety
+/// The range lies inside a mapping made by this module, is page aligned, and holds nothing
+/// anyone needs.
+pub unsafe fn purge(p: *mut u8, size: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { imp::purge(p, size) }
+}
+
+/// Grows the mapping `[p, p + old)` to `new` bytes where it lies, if the address space after it
+/// is free and the OS can remap; `false` (changing nothing) otherwise.
+///
+/// # Safety
+/// `[p, p + old)` is a whole mapping made by this module; `new > old`, both page multiples.
+pub unsafe fn grow_in_place(p: *mut u8, old: usize, new: usize) -> bool {
+    if fault::take() {
+        return false;
+    }
+    // SAFETY: forwarded contract.
+    unsafe { imp::grow_in_place(p, old, new) }
+}
+
+/// Moves the pages of the mapping `[src, src + len)` onto `dst`, a fresh mapping of `new_len`
+/// bytes, without copying: afterwards `dst` holds the old contents (then zeros) and `src` is
+/// unmapped. `false` where the OS cannot, with both mappings unchanged: the caller copies.
+///
+/// # Safety
+/// Both are whole mappings made by this module, distinct, `new_len >= len`; nobody else uses them.
+pub unsafe fn move_pages(src: *mut u8, len: usize, dst: *mut u8, new_len: usize) -> bool {
+    if fault::take() {
+        return false;
+    }
+    // SAFETY: forwarded contract.
+    unsafe { imp::move_pages(src, len, dst, new_len) }
+}
+
+/// Injected OS failures for unit tests: the calling thread's next `n` calls that map or remap
+/// fail as if the OS refused. Compiled to nothing outside `cfg(test)`.
+pub mod fault {
+    #[cfg(test)]
+    std::thread_local! {
+        static FAIL: core::cell::Cell<usize> = const { core::cell::Cell::new(0) };
+    }
+
+    /// Makes the calling thread's next `n` map/remap calls fail.
+    #[cfg(test)]
+    pub fn fail_maps(n: usize) {
+        FAIL.with(|f| f.set(n));
+    }
+
+    /// Injected failures not yet used up (0 when every one was hit).
+    #[cfg(test)]
+    pub fn pending() -> usize {
+        FAIL.with(|f| f.get())
+    }
+
+    /// True when this call must fail (and counts it).
+    #[inline(always)]
+    pub(super) fn take() -> bool {
+        #[cfg(test)]
+        {
+            FAIL.with(|f| {
+                let n = f.get();
+                if n > 0 {
+                    f.set(n - 1);
+                }
+                n > 0
+            })
+        }
+        #[cfg(not(test))]
+        {
+            false
+        }
+    }
+}
+
+#[cfg(all(test, not(miri)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_size_is_a_power_of_two() {
+        assert!(page_size().is_power_of_two());
+        assert!(page_size() >= 4096);
+    }
+
+    #[test]
+    fn aligned_map_is_aligned_zeroed_purgeable_and_unmappable_in_parts() {
+        let align = 256 * 1024;
+        let p = map_aligned(4 * align, align);
+        assert!(!p.is_null());
+        assert_eq!(p as usize % align, 0);
+        // SAFETY: p is a fresh mapping of 4·align bytes.
+        unsafe {
+            assert_eq!(*p, 0);
+            assert_eq!(*p.add(4 * align - 1), 0);
+            p.write_bytes(7, 4 * align);
+            purge(p, 4 * align);
+            assert_eq!(*p.add(100), 0);
+            assert_eq!(*p.add(4 * align - 1), 0);
+            p.write_bytes(9, align);
+            unmap_part(p.add(2 * align), 2 * align);
+            assert_eq!(*p.add(align - 1), 9);
+            unmap(p, 2 * align);
+        }
+    }
+
+    #[test]
+    fn sparse_and_plain_maps_are_zeroed() {
+        let p = map_sparse(64 << 20);
+        let q = map(3 * page_size());
+        assert!(!p.is_null() && !q.is_null());
+        // SAFETY: fresh mappings of those sizes.
+        unsafe {
+            assert_eq!(*p.add(40 << 20), 0);
+            *p.add(40 << 20) = 1;
+            assert_eq!(*q.add(3 * page_size() - 1), 0);
+            unmap(p, 64 << 20);
+            unmap(q, 3 * page_size());
+        }
+    }
+
+    #[test]
+    fn remap_grows_or_says_no_and_moves_or_says_no() {
+        let pg = page_size();
+        let p = map_aligned(4 * pg, pg);
+        assert!(!p.is_null());
+        // SAFETY: p is a fresh mapping of 4 pages; the remaps below keep the contract.
+        unsafe {
+            p.write_bytes(5, 4 * pg);
+            let len = if grow_in_place(p, 4 * pg, 8 * pg) {
+                assert_eq!(*p.add(8 * pg - 1), 0);
+                8 * pg
+            } else {
+                4 * pg
+            };
+            let dst = map_aligned(16 * pg, pg);
+            assert!(!dst.is_null());
+            if move_pages(p, len, dst, 16 * pg) {
+                assert_eq!(*dst.add(4 * pg - 1), 5);
+                assert_eq!(*dst.add(16 * pg - 1), 0);
+            } else {
+                assert_eq!(*p.add(4 * pg - 1), 5);
+                unmap(p, len);
+            }
+            unmap(dst, 16 * pg);
+        }
+    }
+
+    #[test]
+    fn injected_faults_refuse_maps_then_stop() {
+        fault::fail_maps(2);
+        assert!(map(page_size()).is_null());
+        assert!(map_aligned(1 << 18, 1 << 18).is_null());
+        assert_eq!(fault::pending(), 0);
+        let p = map(page_size());
+        assert!(!p.is_null());
+        // SAFETY: fresh mapping.
+        unsafe { unmap(p, page_size()) };
+    }
+
+    #[test]
+    fn clock_is_monotonic_and_moves() {
+        let a = now_ms();
+        sleep_ms(30);
+        let b = now_ms();
+        assert!(
+            b.wrapping_sub(a) >= 10 && b.wrapping_sub(a) < 10_000,
+            "{a} -> {b}"
+        );
+    }
+
+    #[test]
+    fn rss_is_reported() {
+        assert!(rss_bytes().unwrap() > 0);
+    }
+
+    #[test]
+    fn seeds_differ() {
+        assert_ne!(random_seed(), random_seed());
+    }
+
+    #[test]
+    fn copy_readable_copies_what_is_mapped() {
+        let src = [1u8, 2, 3, 4, 5, 6, 7, 8];
+        let mut dst = [0u8; 8];
+        // SAFETY: both buffers are valid for 8 bytes.
+        unsafe { copy_readable(src.as_ptr(), dst.as_mut_ptr(), 8) };
+        assert_eq!(src, dst);
+    }
+}

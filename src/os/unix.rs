@@ -1,0 +1,549 @@
+//! The OS contract (see `mod.rs`) on Unix: Linux (glibc and musl), macOS and FreeBSD, 64-bit.
+//!
+//! What differs between them, and nowhere else in the crate:
+//! - purge: Linux `madvise(MADV_DONTNEED)` (the pages read as zero at once; not `MADV_FREE`,
+//!   whose lazily freed pages stay in RSS, snmalloc#846); macOS and FreeBSD map fresh zero pages
+//!   over the range (`mmap(MAP_FIXED)`), since their `MADV_DONTNEED` and `MADV_FREE` leave the
+//!   old contents readable and the contract promises zeros;
+//! - remap: `mremap` on Linux only; elsewhere the caller copies;
+//! - the clock: `CLOCK_MONOTONIC_COARSE` on Linux, `CLOCK_MONOTONIC` elsewhere;
+//! - the resident set: `/proc/self/statm` (Linux), `proc_pidinfo` (macOS), `sysctl` (FreeBSD);
+//! - entropy: `getrandom` (Linux), `getentropy` (macOS, FreeBSD);
+//! - the thread slot: on x86-64 Linux an initial-exec TLS word declared in assembly; elsewhere
+//!   `thread_local!` (see [`thread_slot`]).
+
+use core::ptr;
+use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+
+/// The allocator `PoolAlloc` uses here.
+pub const BACKEND: super::Backend = super::Backend::Pools;
+
+/// `munmap` of part of a mapping returns its address space too.
+pub const PARTIAL_UNMAP: bool = true;
+
+pub fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let r = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if r > 0 { r as usize } else { 4096 }
+}
+
+fn mmap_anon(size: usize, extra: libc::c_int) -> *mut u8 {
+    // SAFETY: an anonymous private mapping at an address of the kernel's choosing touches no
+    // existing memory; the result is checked against MAP_FAILED.
+    let p = unsafe {
+        libc::mmap(
+            ptr::null_mut(),
+            size,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANON | extra,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        ptr::null_mut()
+    } else {
+        p.cast()
+    }
+}
+
+pub fn map(size: usize) -> *mut u8 {
+    mmap_anon(size, 0)
+}
+
+pub fn map_sparse(size: usize) -> *mut u8 {
+    // Miri knows only MAP_PRIVATE | MAP_ANONYMOUS; FreeBSD and macOS never reserve swap for an
+    // anonymous mapping up front, so they need no flag.
+    #[cfg(all(any(target_os = "linux", target_os = "android"), not(miri)))]
+    let extra = libc::MAP_NORESERVE;
+    #[cfg(not(all(any(target_os = "linux", target_os = "android"), not(miri))))]
+    let extra = 0;
+    mmap_anon(size, extra)
+}
+
+/// Over-maps by `align` and unmaps the unaligned head and tail.
+pub fn map_aligned(size: usize, align: usize) -> *mut u8 {
+    let Some(total) = size.checked_add(align) else {
+        return ptr::null_mut();
+    };
+    let raw = map(total);
+    if raw.is_null() {
+        return raw;
+    }
+    let addr = raw as usize;
+    let start = (addr + align - 1) & !(align - 1);
+    let head = start - addr;
+    let tail = total - head - size;
+    // SAFETY: [raw, raw+head) and [start+size, start+size+tail) lie inside the mapping just made and
+    // nothing else refers to them.
+    unsafe {
+        if head != 0 {
+            unmap(raw, head);
+        }
+        if tail != 0 {
+            unmap(raw.add(head + size), tail);
+        }
+        raw.add(head)
+    }
+}
+
+/// # Safety
+/// See `os::unmap`.
+pub unsafe fn unmap(p: *mut u8, size: usize) {
+    // SAFETY: guaranteed by the caller. munmap of a valid range only fails on bad arguments.
+    unsafe {
+        libc::munmap(p.cast(), size);
+    }
+}
+
+/// # Safety
+/// See `os::unmap_part`.
+pub unsafe fn unmap_part(p: *mut u8, size: usize) {
+    // SAFETY: guaranteed by the caller; munmap takes any page-aligned part of a mapping.
+    unsafe { unmap(p, size) }
+}
+
+/// # Safety
+/// See `os::purge`.
+pub unsafe fn purge(p: *mut u8, size: usize) {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    // SAFETY: the range is ours and unused (caller); DONTNEED on a private anonymous mapping
+    // drops the pages, which read as zero afterwards.
+    unsafe {
+        libc::madvise(p.cast(), size, libc::MADV_DONTNEED);
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    // SAFETY: the range is ours and unused (caller); MAP_FIXED replaces exactly that range with
+    // fresh zero pages, dropping the old ones. If it fails the range keeps its old pages (still
+    // mapped and usable), so zero what the caller relies on by hand.
+    unsafe {
+        let r = libc::mmap(
+            p.cast(),
+            size,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANON | libc::MAP_FIXED,
+            -1,
+            0,
+        );
+        if r == libc::MAP_FAILED {
+            ptr::write_bytes(p, 0, size);
+        }
+    }
+}
+
+/// # Safety
+/// See `os::grow_in_place`.
+pub unsafe fn grow_in_place(p: *mut u8, old: usize, new: usize) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: [p, p + old) is our whole mapping (caller); without MREMAP_MAYMOVE it either
+        // grows where it is or fails, changing nothing.
+        let r = unsafe { libc::mremap(p.cast(), old, new, 0) };
+        r != libc::MAP_FAILED
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (p, old, new);
+        false
+    }
+}
+
+/// # Safety
+/// See `os::move_pages`.
+pub unsafe fn move_pages(src: *mut u8, len: usize, dst: *mut u8, new_len: usize) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: src/len is our whole mapping, dst/new_len our fresh one (caller); MREMAP_FIXED
+        // replaces dst with the old pages (grown to new_len) and unmaps src, or fails changing
+        // nothing.
+        let r = unsafe {
+            libc::mremap(
+                src.cast(),
+                len,
+                new_len,
+                libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
+                dst.cast::<libc::c_void>(),
+            )
+        };
+        r != libc::MAP_FAILED
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (src, len, dst, new_len);
+        false
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Threads.
+
+/// Declares `mod $m { pub fn get() -> *mut $T; pub fn set(*mut $T) }`: the calling thread's
+/// slot, which starts out holding the address of the static `$init` (a `$T`, or a
+/// `repr(transparent)` wrapper of one). Const-initialised, no destructor, never allocates.
+///
+/// On x86-64 Linux the slot is declared in assembly and read with the initial-exec TLS model:
+/// one `mov` from `%fs`, in an executable and in a shared library alike. (Rust's `thread_local!`
+/// uses the general-dynamic model in a shared library: a call to `__tls_get_addr` on every malloc
+/// and free of `libpoolalloc_c.so`; only nightly can choose the model.) A library with an
+/// initial-exec slot must be loaded at startup (LD_PRELOAD, or linked) or find room in glibc's
+/// surplus static TLS when `dlopen`ed; it needs 8 bytes. Elsewhere, and under Miri,
+/// `thread_local!` holds it.
+#[cfg(all(target_arch = "x86_64", target_os = "linux", not(miri)))]
+macro_rules! thread_slot {
+    (mod $m:ident: $T:ty = $init:path) => {
+        mod $m {
+            use super::*;
+
+            // The slot, in `.tdata` so that it starts out naming `$init`. Hidden: it is private
+            // to the binary or library poolalloc is linked into.
+            core::arch::global_asm!(
+                ".pushsection .tdata,\"awT\",@progbits",
+                ".p2align 3",
+                ".globl __poolalloc_heap_slot_v01",
+                ".hidden __poolalloc_heap_slot_v01",
+                "__poolalloc_heap_slot_v01:",
+                ".quad {init}",
+                ".popsection",
+                init = sym $init,
+            );
+
+            #[inline(always)]
+            pub fn get() -> *mut $T {
+                let p: *mut $T;
+                // SAFETY: reads this thread's 8-byte slot: its offset from the thread pointer
+                // comes from the GOT (initial-exec), and %fs is the thread pointer on x86-64
+                // Linux.
+                unsafe {
+                    core::arch::asm!(
+                        "mov {p}, qword ptr [rip + __poolalloc_heap_slot_v01@GOTTPOFF]",
+                        "mov {p}, qword ptr fs:[{p}]",
+                        p = out(reg) p,
+                        options(nostack, readonly, preserves_flags, pure),
+                    );
+                }
+                p
+            }
+
+            #[inline(always)]
+            pub fn set(h: *mut $T) {
+                // SAFETY: writes this thread's slot (as `get` reads it).
+                unsafe {
+                    core::arch::asm!(
+                        "mov {t}, qword ptr [rip + __poolalloc_heap_slot_v01@GOTTPOFF]",
+                        "mov qword ptr fs:[{t}], {h}",
+                        t = out(reg) _,
+                        h = in(reg) h,
+                        options(nostack, preserves_flags),
+                    );
+                }
+            }
+        }
+    };
+}
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux", not(miri))))]
+pub(crate) use super::thread_slot_tls as thread_slot;
+#[cfg(all(target_arch = "x86_64", target_os = "linux", not(miri)))]
+pub(crate) use thread_slot;
+
+/// The thread-exit hook (one for the process) and the pthread key whose destructor calls it.
+static EXIT_HOOK: AtomicPtr<()> = AtomicPtr::new(ptr::null_mut());
+static EXIT_KEY: spin::Once<Option<libc::pthread_key_t>> = spin::Once::new();
+
+extern "C" fn on_key_destroyed(_: *mut libc::c_void) {
+    let h = EXIT_HOOK.load(Ordering::Acquire);
+    if !h.is_null() {
+        // SAFETY: EXIT_HOOK only ever holds a `fn()` (watch_thread_exit).
+        let f: fn() = unsafe { core::mem::transmute::<*mut (), fn()>(h) };
+        f();
+    }
+}
+
+/// Runs `hook` (the same for every call of the process) when the calling thread exits.
+/// Where pthread cannot (out of memory inside libc), the hook does not run: a bounded leak.
+pub fn watch_thread_exit(hook: fn()) {
+    EXIT_HOOK.store(hook as *mut (), Ordering::Release);
+    let key = EXIT_KEY.call_once(|| {
+        // SAFETY: zeroed is a valid out-value for the key (an integer or, on some targets, a
+        // plain struct); the destructor is a plain function living forever.
+        let mut k: libc::pthread_key_t = unsafe { core::mem::zeroed() };
+        // SAFETY: k is a valid out-pointer.
+        let r = unsafe { libc::pthread_key_create(&mut k, Some(on_key_destroyed)) };
+        (r == 0).then_some(k)
+    });
+    if let Some(k) = *key {
+        // Any non-null value makes pthread call the destructor at exit.
+        // SAFETY: k is a key created above.
+        unsafe { libc::pthread_setspecific(k, ptr::dangling::<u8>().cast()) };
+    }
+}
+
+static FORK_HOOKS: [AtomicPtr<()>; 3] = [
+    AtomicPtr::new(ptr::null_mut()),
+    AtomicPtr::new(ptr::null_mut()),
+    AtomicPtr::new(ptr::null_mut()),
+];
+
+fn run_fork_hook(i: usize) {
+    let h = FORK_HOOKS[i].load(Ordering::Acquire);
+    if !h.is_null() {
+        // SAFETY: FORK_HOOKS only ever hold `fn()`s (at_fork).
+        let f: fn() = unsafe { core::mem::transmute::<*mut (), fn()>(h) };
+        f();
+    }
+}
+extern "C" fn fork_prepare() {
+    run_fork_hook(0);
+}
+extern "C" fn fork_parent() {
+    run_fork_hook(1);
+}
+extern "C" fn fork_child() {
+    run_fork_hook(2);
+}
+
+/// Registers hooks that run in the forking thread before `fork`, and after it in the parent and
+/// in the child. Call once; later calls change nothing.
+pub fn at_fork(prepare: fn(), parent: fn(), child: fn()) {
+    static ONCE: spin::Once<()> = spin::Once::new();
+    ONCE.call_once(|| {
+        FORK_HOOKS[0].store(prepare as *mut (), Ordering::Release);
+        FORK_HOOKS[1].store(parent as *mut (), Ordering::Release);
+        FORK_HOOKS[2].store(child as *mut (), Ordering::Release);
+        // SAFETY: the handlers are plain functions that live for the whole program.
+        unsafe {
+            libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child));
+        }
+    });
+}
+
+static PURGER_BODY: AtomicPtr<()> = AtomicPtr::new(ptr::null_mut());
+
+extern "C" fn purger_main(_: *mut libc::c_void) -> *mut libc::c_void {
+    let b = PURGER_BODY.load(Ordering::Acquire);
+    // SAFETY: PURGER_BODY holds the `fn()` spawn_purger stored before starting this thread.
+    let f: fn() = unsafe { core::mem::transmute::<*mut (), fn()>(b) };
+    f();
+    ptr::null_mut()
+}
+
+/// Starts `body` on a detached thread with a small stack (64 KiB); false if the OS refuses.
+/// Called at most once at a time (the caller serialises).
+pub fn spawn_purger(body: fn()) -> bool {
+    PURGER_BODY.store(body as *mut (), Ordering::Release);
+    // SAFETY: attr and tid are valid out-pointers; the thread function lives forever and takes no
+    // argument. A small stack: the purger only walks lists and makes syscalls.
+    unsafe {
+        let mut attr: libc::pthread_attr_t = core::mem::zeroed();
+        let mut tid: libc::pthread_t = core::mem::zeroed();
+        libc::pthread_attr_init(&mut attr);
+        libc::pthread_attr_setstacksize(&mut attr, 64 * 1024);
+        libc::pthread_attr_setdetachstate(&mut attr, libc::PTHREAD_CREATE_DETACHED);
+        let r = libc::pthread_create(&mut tid, &attr, purger_main, ptr::null_mut());
+        libc::pthread_attr_destroy(&mut attr);
+        r == 0
+    }
+}
+
+pub fn sleep_ms(ms: usize) {
+    // SAFETY: zeroed is a valid timespec.
+    let mut ts: libc::timespec = unsafe { core::mem::zeroed() };
+    ts.tv_sec = (ms / 1000) as _;
+    ts.tv_nsec = ((ms % 1000) * 1_000_000) as _;
+    // SAFETY: ts is a valid timespec; a null remainder is allowed.
+    unsafe { libc::nanosleep(&ts, ptr::null_mut()) };
+}
+
+#[inline]
+pub fn yield_now() {
+    // SAFETY: sched_yield has no preconditions.
+    unsafe {
+        libc::sched_yield();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The process.
+
+/// A coarse monotonic clock in milliseconds (wrapping), cheap enough for the slow path.
+pub fn now_ms() -> u32 {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    let clock = libc::CLOCK_MONOTONIC_COARSE;
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    let clock = libc::CLOCK_MONOTONIC;
+    // SAFETY: zeroed is a valid timespec.
+    let mut ts: libc::timespec = unsafe { core::mem::zeroed() };
+    // SAFETY: ts is a valid out-pointer.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    (ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000) as u32
+}
+
+/// Three words of entropy from the kernel, or (if it refuses) from the clock and addresses.
+pub fn random_seed() -> [usize; 3] {
+    static COUNTER: AtomicUsize = AtomicUsize::new(0);
+    let mut k = [0usize; 3];
+    let want = size_of_val(&k);
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    // SAFETY: the buffer is valid for `want` bytes; getrandom may fill less on failure.
+    let ok = unsafe { libc::getrandom(k.as_mut_ptr().cast(), want, 0) } == want as isize;
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    // SAFETY: the buffer is valid for `want` (< 256) bytes.
+    let ok = unsafe { libc::getentropy(k.as_mut_ptr().cast(), want) } == 0;
+    if !ok {
+        // SAFETY: zeroed is a valid timespec; ts is a valid out-pointer.
+        let ts = unsafe {
+            let mut ts: libc::timespec = core::mem::zeroed();
+            libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts);
+            ts
+        };
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let t = (ts.tv_sec as usize).wrapping_mul(1_000_000_007) ^ ts.tv_nsec as usize;
+        let local = 0u8;
+        k = [
+            t ^ (&COUNTER as *const _ as usize),
+            t.rotate_left(29) ^ (random_seed as *const () as usize) ^ n,
+            t.rotate_left(41) ^ (&local as *const u8 as usize),
+        ];
+    }
+    k
+}
+
+/// The process's resident set size in bytes.
+pub fn rss_bytes() -> Option<usize> {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        statm_resident_pages().map(|p| p * super::page_size())
+    }
+    #[cfg(target_os = "macos")]
+    {
+        // SAFETY: zeroed is a valid proc_taskinfo; the buffer size passed is its size.
+        let mut ti: libc::proc_taskinfo = unsafe { core::mem::zeroed() };
+        let n = size_of::<libc::proc_taskinfo>() as libc::c_int;
+        // SAFETY: ti is valid for n bytes of writes.
+        let r = unsafe {
+            libc::proc_pidinfo(
+                libc::getpid(),
+                libc::PROC_PIDTASKINFO,
+                0,
+                (&raw mut ti).cast(),
+                n,
+            )
+        };
+        (r == n).then_some(ti.pti_resident_size as usize)
+    }
+    #[cfg(target_os = "freebsd")]
+    {
+        // SAFETY: zeroed is a valid kinfo_proc.
+        let mut kp: libc::kinfo_proc = unsafe { core::mem::zeroed() };
+        let mut len = size_of::<libc::kinfo_proc>();
+        // SAFETY: getpid has no preconditions.
+        let mib = [
+            libc::CTL_KERN,
+            libc::KERN_PROC,
+            libc::KERN_PROC_PID,
+            unsafe { libc::getpid() },
+        ];
+        // SAFETY: mib names 4 levels; kp is valid for len bytes of writes; no new value.
+        let r = unsafe {
+            libc::sysctl(
+                mib.as_ptr(),
+                4,
+                (&raw mut kp).cast(),
+                &mut len,
+                ptr::null(),
+                0,
+            )
+        };
+        (r == 0).then(|| kp.ki_rssize as usize * super::page_size())
+    }
+    #[cfg(not(any(
+        target_os = "linux",
+        target_os = "android",
+        target_os = "macos",
+        target_os = "freebsd"
+    )))]
+    {
+        None
+    }
+}
+
+/// The resident pages from `/proc/self/statm`, read without allocating.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn statm_resident_pages() -> Option<usize> {
+    let mut buf = [0u8; 128];
+    // SAFETY: the path is a NUL-terminated literal; the fd is closed on every path below.
+    let fd = unsafe {
+        libc::open(
+            c"/proc/self/statm".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: buf is valid for buf.len() bytes of writes.
+    let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+    // SAFETY: fd is an open descriptor owned here.
+    unsafe { libc::close(fd) };
+    if n <= 0 {
+        return None;
+    }
+    // statm: "size resident shared text lib data dt", in pages.
+    let mut fields = buf[..n as usize].split(|&b| b == b' ');
+    fields.next()?;
+    let resident = fields.next()?;
+    let mut pages = 0usize;
+    for &d in resident {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        pages = pages * 10 + (d - b'0') as usize;
+    }
+    Some(pages)
+}
+
+/// Writes `msg` to stderr (no allocation, no lock of ours) and aborts the process.
+pub fn fatal_write_and_abort(msg: &[u8]) -> ! {
+    // SAFETY: msg is valid for its length; write and abort have no other preconditions.
+    unsafe {
+        libc::write(2, msg.as_ptr().cast(), msg.len());
+        libc::abort();
+    }
+}
+
+/// Copies as much of `[src, src + len)` as is readable into `dst`, without faulting: on Linux the
+/// kernel reads our own memory (`process_vm_readv`) and stops at the first unreadable page.
+/// Elsewhere a plain copy: only the C library, which is Linux-only, copies blocks it did not
+/// allocate.
+///
+/// # Safety
+/// `dst` is valid for `len` bytes of writes; off Linux `src` must be readable for `len` bytes.
+pub unsafe fn copy_readable(src: *const u8, dst: *mut u8, len: usize) {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        let local = libc::iovec {
+            iov_base: dst.cast(),
+            iov_len: len,
+        };
+        let remote = libc::iovec {
+            iov_base: src.cast_mut().cast(),
+            iov_len: len,
+        };
+        // SAFETY: process_vm_readv reads our own memory through the kernel, which stops at the
+        // first unreadable page instead of faulting; dst holds len writable bytes (caller).
+        unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    // SAFETY: both ranges are valid for len bytes (caller) and distinct blocks.
+    unsafe {
+        ptr::copy_nonoverlapping(src, dst, len)
+    };
+}
+
+/// glibc's `malloc_trim(0)`: the system allocator returns its free memory. Nothing elsewhere.
+pub fn trim_system_allocator() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim has no preconditions.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}

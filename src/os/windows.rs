@@ -1,0 +1,325 @@
+//! The OS contract (see `mod.rs`) on 64-bit Windows, through `windows-sys`.
+//!
+//! What differs from Unix:
+//! - `VirtualAlloc` reserves address space in 64 KiB granules and `VirtualFree(MEM_RELEASE)` frees
+//!   only a whole reservation from its start, so [`map_aligned`] finds an aligned place and
+//!   reserves exactly there (retrying if another thread takes it first), and [`unmap_part`] only
+//!   decommits ([`PARTIAL_UNMAP`] is false): the chunk source then maps chunk by chunk.
+//! - purge: decommit, then commit again (fresh pages read as zero; the commit charge stays, the
+//!   memory goes back). `MEM_RESET` would keep the old contents readable.
+//! - no remap: the caller copies. No fork.
+//! - thread exit: a fiber-local storage callback (`FlsAlloc`), which Windows runs when a thread
+//!   exits; it is skipped while the process itself shuts down (other threads are gone by then,
+//!   and may have been stopped holding a lock).
+//! - the map of the address space (`map_sparse`) is committed (commit charge, no resident memory
+//!   until touched: Windows has no overcommit).
+
+use core::ffi::c_void;
+use core::ptr;
+use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+use windows_sys::Win32::Foundation::{CloseHandle, HANDLE, INVALID_HANDLE_VALUE};
+use windows_sys::Win32::Security::Authentication::Identity::RtlGenRandom;
+use windows_sys::Win32::Storage::FileSystem::WriteFile;
+use windows_sys::Win32::System::Console::{GetStdHandle, STD_ERROR_HANDLE};
+use windows_sys::Win32::System::Diagnostics::Debug::ReadProcessMemory;
+use windows_sys::Win32::System::Memory::{
+    MEM_COMMIT, MEM_DECOMMIT, MEM_RELEASE, MEM_RESERVE, PAGE_NOACCESS, PAGE_READWRITE,
+    VirtualAlloc, VirtualFree,
+};
+use windows_sys::Win32::System::ProcessStatus::{K32GetProcessMemoryInfo, PROCESS_MEMORY_COUNTERS};
+use windows_sys::Win32::System::SystemInformation::{GetSystemInfo, GetTickCount64, SYSTEM_INFO};
+use windows_sys::Win32::System::Threading::{
+    CreateThread, FlsAlloc, FlsSetValue, GetCurrentProcess, STACK_SIZE_PARAM_IS_A_RESERVATION,
+    Sleep, SwitchToThread,
+};
+
+#[link(name = "ntdll")]
+unsafe extern "system" {
+    /// True (non-zero) once the process is shutting down (`ExitProcess` or a return from main).
+    fn RtlDllShutdownInProgress() -> u8;
+}
+
+/// The allocator `PoolAlloc` uses here.
+pub const BACKEND: super::Backend = super::Backend::Pools;
+
+/// Part of a reservation can be decommitted but not released.
+pub const PARTIAL_UNMAP: bool = false;
+
+const FLS_OUT_OF_INDEXES: u32 = u32::MAX;
+
+fn system_info() -> SYSTEM_INFO {
+    // SAFETY: zeroed is a valid SYSTEM_INFO, which GetSystemInfo fills.
+    let mut si: SYSTEM_INFO = unsafe { core::mem::zeroed() };
+    // SAFETY: si is a valid out-pointer.
+    unsafe { GetSystemInfo(&mut si) };
+    si
+}
+
+pub fn page_size() -> usize {
+    let p = system_info().dwPageSize as usize;
+    if p.is_power_of_two() { p } else { 4096 }
+}
+
+/// Reservation granularity (64 KiB on every Windows so far).
+fn granularity() -> usize {
+    static G: AtomicUsize = AtomicUsize::new(0);
+    let g = G.load(Ordering::Relaxed);
+    if g != 0 {
+        return g;
+    }
+    let g = system_info().dwAllocationGranularity as usize;
+    let g = if g.is_power_of_two() { g } else { 64 * 1024 };
+    G.store(g, Ordering::Relaxed);
+    g
+}
+
+fn valloc(at: *mut u8, size: usize, kind: u32, prot: u32) -> *mut u8 {
+    // SAFETY: VirtualAlloc at a chosen address only succeeds on free (or, for MEM_COMMIT, our own
+    // reserved) address space; it touches nothing else. Null on failure.
+    unsafe { VirtualAlloc(at.cast_const().cast(), size, kind, prot).cast() }
+}
+
+pub fn map(size: usize) -> *mut u8 {
+    valloc(
+        ptr::null_mut(),
+        size,
+        MEM_RESERVE | MEM_COMMIT,
+        PAGE_READWRITE,
+    )
+}
+
+pub fn map_sparse(size: usize) -> *mut u8 {
+    map(size)
+}
+
+/// Reserves and commits `size` bytes at a multiple of `align`: first where the OS puts it (often
+/// aligned already), else at the aligned address inside a larger reservation just released.
+pub fn map_aligned(size: usize, align: usize) -> *mut u8 {
+    if align <= granularity() {
+        return map(size);
+    }
+    let p = map(size);
+    if p.is_null() || p as usize % align == 0 {
+        return p;
+    }
+    // SAFETY: p is our own whole reservation, unused.
+    unsafe { unmap(p, size) };
+    let Some(total) = size.checked_add(align) else {
+        return ptr::null_mut();
+    };
+    for _ in 0..16 {
+        let r = valloc(ptr::null_mut(), total, MEM_RESERVE, PAGE_NOACCESS);
+        if r.is_null() {
+            return r;
+        }
+        let start = (r as usize + align - 1) & !(align - 1);
+        // SAFETY: r is our own whole reservation, unused.
+        unsafe { unmap(r, total) };
+        // Another thread may take the range between the release and this call: then try again.
+        let q = valloc(
+            start as *mut u8,
+            size,
+            MEM_RESERVE | MEM_COMMIT,
+            PAGE_READWRITE,
+        );
+        if !q.is_null() {
+            return q;
+        }
+    }
+    ptr::null_mut()
+}
+
+/// # Safety
+/// See `os::unmap`: `p` is the start of a reservation made here.
+pub unsafe fn unmap(p: *mut u8, _size: usize) {
+    // SAFETY: p starts a whole reservation of ours (caller); MEM_RELEASE takes size 0.
+    unsafe { VirtualFree(p.cast(), 0, MEM_RELEASE) };
+}
+
+/// # Safety
+/// See `os::unmap_part`.
+pub unsafe fn unmap_part(p: *mut u8, size: usize) {
+    // SAFETY: the range is part of a reservation of ours and unused (caller).
+    unsafe { VirtualFree(p.cast(), size, MEM_DECOMMIT) };
+}
+
+/// # Safety
+/// See `os::purge`.
+pub unsafe fn purge(p: *mut u8, size: usize) {
+    // SAFETY: the range is ours and unused (caller). Decommitted pages come back zeroed when
+    // committed again. The decommit gave its commit charge back, so the commit can fail if the
+    // charge was taken meanwhile (the system's commit limit); the range would then fault, which
+    // the contract does not allow: retry for a while, then stop with a message.
+    unsafe {
+        VirtualFree(p.cast(), size, MEM_DECOMMIT);
+        for _ in 0..100 {
+            if !valloc(p, size, MEM_COMMIT, PAGE_READWRITE).is_null() {
+                return;
+            }
+            Sleep(1);
+        }
+    }
+    fatal_write_and_abort(b"poolalloc: cannot commit purged memory again (commit limit)\n");
+}
+
+/// # Safety
+/// See `os::grow_in_place`.
+pub unsafe fn grow_in_place(_p: *mut u8, _old: usize, _new: usize) -> bool {
+    false
+}
+
+/// # Safety
+/// See `os::move_pages`.
+pub unsafe fn move_pages(_src: *mut u8, _len: usize, _dst: *mut u8, _new_len: usize) -> bool {
+    false
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Threads.
+
+pub(crate) use super::thread_slot_tls as thread_slot;
+
+static EXIT_HOOK: AtomicPtr<()> = AtomicPtr::new(ptr::null_mut());
+static FLS_INDEX: spin::Once<u32> = spin::Once::new();
+
+unsafe extern "system" fn on_fls_destroyed(_: *const c_void) {
+    // SAFETY: no preconditions.
+    if unsafe { RtlDllShutdownInProgress() } != 0 {
+        return;
+    }
+    let h = EXIT_HOOK.load(Ordering::Acquire);
+    if !h.is_null() {
+        // SAFETY: EXIT_HOOK only ever holds a `fn()` (watch_thread_exit).
+        let f: fn() = unsafe { core::mem::transmute::<*mut (), fn()>(h) };
+        f();
+    }
+}
+
+/// Runs `hook` (the same for every call of the process) when the calling thread exits.
+pub fn watch_thread_exit(hook: fn()) {
+    EXIT_HOOK.store(hook as *mut (), Ordering::Release);
+    // SAFETY: the callback is a plain function living forever.
+    let idx = *FLS_INDEX.call_once(|| unsafe { FlsAlloc(Some(on_fls_destroyed)) });
+    if idx != FLS_OUT_OF_INDEXES {
+        // A non-null value makes Windows call the callback when the thread exits.
+        // SAFETY: idx is an index FlsAlloc gave us.
+        unsafe { FlsSetValue(idx, ptr::dangling::<u8>().cast()) };
+    }
+}
+
+/// No fork on Windows.
+pub fn at_fork(_prepare: fn(), _parent: fn(), _child: fn()) {}
+
+static PURGER_BODY: AtomicPtr<()> = AtomicPtr::new(ptr::null_mut());
+
+unsafe extern "system" fn purger_main(_: *mut c_void) -> u32 {
+    let b = PURGER_BODY.load(Ordering::Acquire);
+    // SAFETY: PURGER_BODY holds the `fn()` spawn_purger stored before starting this thread.
+    let f: fn() = unsafe { core::mem::transmute::<*mut (), fn()>(b) };
+    f();
+    0
+}
+
+/// Starts `body` on a thread with a small stack (64 KiB reserved); false if the OS refuses.
+pub fn spawn_purger(body: fn()) -> bool {
+    PURGER_BODY.store(body as *mut (), Ordering::Release);
+    let mut tid = 0u32;
+    // SAFETY: the thread function lives forever and takes no argument; tid is a valid out-pointer.
+    let h: HANDLE = unsafe {
+        CreateThread(
+            ptr::null(),
+            64 * 1024,
+            Some(purger_main),
+            ptr::null(),
+            STACK_SIZE_PARAM_IS_A_RESERVATION,
+            &mut tid,
+        )
+    };
+    if h.is_null() {
+        return false;
+    }
+    // The thread runs on without its handle (detached).
+    // SAFETY: h is the handle CreateThread returned, closed once.
+    unsafe { CloseHandle(h) };
+    true
+}
+
+pub fn sleep_ms(ms: usize) {
+    // SAFETY: no preconditions.
+    unsafe { Sleep(ms.min(u32::MAX as usize) as u32) };
+}
+
+#[inline]
+pub fn yield_now() {
+    // SAFETY: no preconditions.
+    unsafe { SwitchToThread() };
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The process.
+
+pub fn now_ms() -> u32 {
+    // SAFETY: no preconditions.
+    unsafe { GetTickCount64() as u32 }
+}
+
+pub fn random_seed() -> [usize; 3] {
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let mut k = [0usize; 3];
+    // SAFETY: the buffer is valid for its size.
+    let ok = unsafe { RtlGenRandom(k.as_mut_ptr().cast(), size_of_val(&k) as u32) };
+    if !ok {
+        let t = (now_ms() as usize).wrapping_mul(1_000_000_007);
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed) as usize;
+        let local = 0u8;
+        k = [
+            t ^ (&COUNTER as *const _ as usize),
+            t.rotate_left(29) ^ (random_seed as *const () as usize) ^ n,
+            t.rotate_left(41) ^ (&local as *const u8 as usize),
+        ];
+    }
+    k
+}
+
+pub fn rss_bytes() -> Option<usize> {
+    // SAFETY: zeroed is a valid PROCESS_MEMORY_COUNTERS.
+    let mut c: PROCESS_MEMORY_COUNTERS = unsafe { core::mem::zeroed() };
+    let n = size_of::<PROCESS_MEMORY_COUNTERS>() as u32;
+    c.cb = n;
+    // SAFETY: c is valid for n bytes of writes; the pseudo-handle needs no closing.
+    let ok = unsafe { K32GetProcessMemoryInfo(GetCurrentProcess(), &mut c, n) };
+    (ok != 0).then_some(c.WorkingSetSize)
+}
+
+pub fn fatal_write_and_abort(msg: &[u8]) -> ! {
+    // SAFETY: msg is valid for its length; a null or invalid handle makes WriteFile fail only.
+    unsafe {
+        let h = GetStdHandle(STD_ERROR_HANDLE);
+        if !h.is_null() && h != INVALID_HANDLE_VALUE {
+            let mut written = 0u32;
+            WriteFile(
+                h,
+                msg.as_ptr(),
+                msg.len().min(u32::MAX as usize) as u32,
+                &mut written,
+                ptr::null_mut(),
+            );
+        }
+    }
+    std::process::abort()
+}
+
+/// Copies as much of `[src, src + len)` as is readable into `dst` without faulting
+/// (`ReadProcessMemory` on our own process).
+///
+/// # Safety
+/// `dst` is valid for `len` bytes of writes.
+pub unsafe fn copy_readable(src: *const u8, dst: *mut u8, len: usize) {
+    let mut n = 0usize;
+    // SAFETY: the kernel reads our own memory and fails instead of faulting; dst holds len
+    // writable bytes (caller).
+    unsafe { ReadProcessMemory(GetCurrentProcess(), src.cast(), dst.cast(), len, &mut n) };
+}
+
+/// The system heap keeps its own policy.
+pub fn trim_system_allocator() {}
