@@ -118,6 +118,7 @@ mod global;
 mod lock;
 mod object_pool;
 mod os;
+mod settings;
 mod size_class;
 mod stats;
 pub mod testing;
@@ -130,26 +131,21 @@ if_pools! {
     mod heap;
     mod large;
     mod link;
+    #[cfg(all(test, not(miri)))]
+    mod os_faults;
     mod purger;
     pub mod raw;
     mod source;
     mod span;
-
-    pub use purger::set_purge_delay_ms;
-    pub use source::set_retained_chunks;
-}
-
-if_fallback! {
-    /// Without a port there are no chunks to keep: no effect.
-    pub fn set_retained_chunks(_n: usize) {}
-    /// Without a port there is nothing to purge: no effect.
-    pub fn set_purge_delay_ms(_ms: usize) {}
 }
 
 pub use blocking_pool::{AcquireError, BlockingPool, Pooled, Shutdown};
 pub use global::PoolAlloc;
 pub use object_pool::{CHUNK_SLOTS, Handle, Iter, IterMut, Pool};
 pub use os::Backend;
+#[allow(deprecated)]
+pub use settings::set_purge_delay_ms;
+pub use settings::{purge_delay, retained_chunks, set_purge_delay, set_retained_chunks};
 pub use stats::{ClassStats, Stats, stats, trim};
 
 /// The README's examples, run as doc tests (some need the `testing` feature, so all run with it).

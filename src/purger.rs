@@ -1,24 +1,15 @@
 //! The purger: a background thread that, every period, gives expired empty chunks and cached
 //! spans back to the OS and reaps abandoned chunks whose blocks were freed. Its work is the chunk
-//! source's (`source::tick`, handed in); this file owns the thread, its state and the delay.
+//! source's (`source::tick`, handed in); this file owns the thread and its state.
 //!
 //! The thread is a plain OS thread (`os::spawn_purger`: no Rust runtime, nothing allocated through
 //! us), started the first time an empty chunk would wait for it; if it cannot be started, empty
-//! chunks beyond the retained ones go back at once. A delay of zero never starts it.
+//! chunks beyond the retained ones go back at once. A delay of zero never starts it. The delay is a
+//! setting (`settings.rs`: `POOLALLOC_PURGE_DELAY_MS`, `set_purge_delay`).
 
-use crate::os;
+use crate::{os, settings};
 use core::ptr;
-use core::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize, Ordering};
-
-/// Milliseconds an empty chunk beyond the retained ones waits before it goes back to the OS.
-static PURGE_DELAY_MS: AtomicUsize = AtomicUsize::new(250);
-
-/// Sets how long an empty chunk (beyond the retained ones) waits before its memory is returned to the
-/// OS (default 250 ms). Zero returns it the moment its last slot is freed and never starts the
-/// background purger thread.
-pub fn set_purge_delay_ms(ms: usize) {
-    PURGE_DELAY_MS.store(ms, Ordering::Relaxed);
-}
+use core::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
 
 /// 0: not started; 1: running; 2: could not be started.
 static STATE: AtomicU8 = AtomicU8::new(0);
@@ -29,7 +20,7 @@ static TICK: AtomicPtr<()> = AtomicPtr::new(ptr::null_mut());
 /// Whether empty chunks may wait for the purger: the delay is not zero and the purger runs
 /// (started here, with `tick` as its work, if it was not yet).
 pub fn running(tick: fn(u32, u32)) -> bool {
-    if PURGE_DELAY_MS.load(Ordering::Relaxed) == 0 {
+    if settings::purge_delay_ms() == 0 {
         return false;
     }
     match STATE.load(Ordering::Acquire) {
@@ -55,6 +46,9 @@ fn start(tick: fn(u32, u32)) -> bool {
     TICK.store(tick as *mut (), Ordering::Release);
     if !os::spawn_purger(main) {
         STATE.store(2, Ordering::Release);
+        settings::anomaly(format_args!(
+            "the purger thread could not be started: empty chunks go back to the OS at once"
+        ));
         return false;
     }
     true
@@ -66,7 +60,7 @@ fn main() {
     let tick: fn(u32, u32) =
         unsafe { core::mem::transmute::<*mut (), fn(u32, u32)>(TICK.load(Ordering::Acquire)) };
     loop {
-        let delay = PURGE_DELAY_MS.load(Ordering::Relaxed);
+        let delay = settings::purge_delay_ms();
         os::sleep_ms((delay / 2).clamp(10, 100));
         tick(os::now_ms(), delay as u32);
     }

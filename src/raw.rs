@@ -238,6 +238,13 @@ fn copy_foreign(src: *mut u8, dst: *mut u8, len: usize) {
     unsafe { os::copy_readable(src, dst, len) };
 }
 
+/// Reads the settings from the environment and, with `POOLALLOC_SHOW_STATS`, arranges for the
+/// statistics to be printed at exit. A shared library calls this from its own constructor: a
+/// constructor inside this crate may not be linked into it. Idempotent; allocates nothing.
+pub fn start() {
+    stats::at_start();
+}
+
 /// Returns free memory to the OS as [`trim`](crate::trim) does (large spans waiting for reuse
 /// included), but leaves the system allocator alone (in a C program, that is us).
 /// True when the resident set shrank.

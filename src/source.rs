@@ -23,7 +23,7 @@ use crate::hardened;
 use crate::link;
 use crate::lock::Lock;
 use crate::size_class::NUM_CLASSES;
-use crate::{os, purger, span};
+use crate::{os, purger, settings, span};
 use core::ptr;
 use core::sync::atomic::{AtomicUsize, Ordering};
 
@@ -34,15 +34,6 @@ const REGION_CHUNKS: usize = if os::PARTIAL_UNMAP { 16 } else { 1 };
 const SPARE_MAX: usize = 1024;
 /// Empty chunks beyond the retained ones that may wait for the purger at once (16 MiB).
 const WAITING_MAX: usize = 64;
-
-/// Empty chunks each class keeps for reuse before giving further ones back to the OS.
-static RETAIN: AtomicUsize = AtomicUsize::new(1);
-
-/// Sets how many empty chunks each size class keeps indefinitely instead of returning them to the
-/// OS (default 1).
-pub fn set_retained_chunks(n: usize) {
-    RETAIN.store(n, Ordering::Relaxed);
-}
 
 /// Empty chunks waiting for the purger, all classes together.
 static WAITING: AtomicUsize = AtomicUsize::new(0);
@@ -97,7 +88,18 @@ fn map_chunk() -> *mut u8 {
         if m.is_null() {
             // Fall back to a single chunk: the OS may have room for less.
             drop(r);
-            return map_region(CHUNK_SIZE);
+            let one = if REGION_CHUNKS > 1 {
+                map_region(CHUNK_SIZE)
+            } else {
+                m
+            };
+            if one.is_null() {
+                settings::anomaly(format_args!(
+                    "the OS refused a chunk ({} KiB): an allocation returns null",
+                    CHUNK_SIZE >> 10
+                ));
+            }
+            return one;
         }
         r.cur = m;
         r.left = REGION_CHUNKS;
@@ -206,7 +208,7 @@ pub fn acquire(class: usize) -> *mut Chunk {
 pub unsafe fn release(c: *mut Chunk) {
     // SAFETY: the caller hands the chunk over.
     let class = unsafe { (*c).class as usize };
-    let retain = RETAIN.load(Ordering::Relaxed);
+    let retain = settings::retained_chunks();
     let delay = purger::running(tick);
     let mut l = CLASSES[class].lock();
     if l.nempty < retain || delay && WAITING.load(Ordering::Relaxed) < WAITING_MAX {
@@ -374,7 +376,7 @@ pub fn ensure_purger() {
 /// One period of the purger: reaps abandoned chunks that became empty, gives back empty chunks
 /// beyond the retained ones that waited `delay_ms`, and expires cached spans likewise.
 fn tick(now: u32, delay_ms: u32) {
-    let retain = RETAIN.load(Ordering::Relaxed);
+    let retain = settings::retained_chunks();
     for class in 0..NUM_CLASSES {
         let reaped = reap_abandoned(class);
         // SAFETY: reaped chunks are empty and off every list.

@@ -1,6 +1,7 @@
 //! Statistics: a snapshot of what the pools hold, gathered without allocating, and `trim`.
 
 use crate::os::{self, Backend};
+use crate::settings;
 use crate::size_class::{self, NUM_CLASSES};
 use core::fmt;
 if_pools! {
@@ -132,6 +133,36 @@ fn gather(s: &mut Stats) {
     (s.large_blocks, s.large_bytes) = large::counts();
 }
 
+// At start: read the settings (so warnings about them come first) and, with
+// `POOLALLOC_SHOW_STATS`, arrange for the exit report.
+os::run_at_start!(at_start);
+
+/// Reads the settings and, with `POOLALLOC_SHOW_STATS`, arranges for the exit report (once).
+pub(crate) fn at_start() {
+    static ONCE: spin::Once<()> = spin::Once::new();
+    ONCE.call_once(|| {
+        if settings::show_stats() {
+            os::keep_stderr();
+            os::at_exit(exit_report);
+        }
+    });
+}
+
+/// `stats()` on stderr, written without allocating (line by line through a stack buffer).
+fn exit_report() {
+    struct Stderr;
+    impl fmt::Write for Stderr {
+        fn write_str(&mut self, s: &str) -> fmt::Result {
+            os::write_stderr(s.as_bytes());
+            Ok(())
+        }
+    }
+    let _ = fmt::Write::write_fmt(
+        &mut Stderr,
+        format_args!("poolalloc: stats at exit\n{}", stats()),
+    );
+}
+
 /// Returns to the OS everything that can go now: the calling thread's empty chunks (after
 /// collecting their remote frees), abandoned chunks that became empty, every retained empty chunk,
 /// and (with glibc) the system allocator's free heap. Other threads' chunks are untouched.
@@ -244,8 +275,41 @@ impl fmt::Display for Stats {
             Bytes(self.large_bytes)
         )?;
         match self.rss_bytes {
-            Some(r) => writeln!(f, "rss:   {}", Bytes(r)),
-            None => writeln!(f, "rss:   not reported"),
+            Some(r) => writeln!(f, "rss:   {}", Bytes(r))?,
+            None => writeln!(f, "rss:   not reported")?,
+        }
+        writeln!(f, "backend: {:?}", self.backend)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::alloc::{GlobalAlloc, Layout};
+
+    /// The backend named in the snapshot is the one that serves: with the pools, a small block
+    /// shows up in the class counters; with `System`, nothing does.
+    #[test]
+    #[cfg_attr(miri, ignore = "reads the process's counters, slow under Miri")]
+    fn the_snapshot_names_the_live_backend() {
+        let l = Layout::from_size_align(40, 8).unwrap();
+        // SAFETY: a non-zero layout; freed below.
+        let p = unsafe { crate::PoolAlloc::new().alloc(l) };
+        assert!(!p.is_null());
+        let during = stats();
+        // SAFETY: allocated above with l.
+        unsafe { crate::PoolAlloc::new().dealloc(p, l) };
+        match during.backend {
+            Backend::Pools => {
+                assert_eq!(os::BACKEND, Backend::Pools);
+                // The live block sits in a chunk of ours.
+                assert!(during.chunks > 0);
+                assert!(during.reserved_bytes >= crate::CHUNK_SIZE);
+            }
+            Backend::System => {
+                assert_eq!(during.chunks, 0);
+                assert_eq!(during.live_bytes, 0);
+            }
         }
     }
 }

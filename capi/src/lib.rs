@@ -23,6 +23,16 @@ use core::ffi::c_void;
 use core::ptr;
 use poolalloc::raw;
 
+/// Runs when the library is loaded (before the program's `main`): reads poolalloc's settings
+/// (`POOLALLOC_*`) and arranges the exit report `POOLALLOC_SHOW_STATS` asks for.
+extern "C" fn on_load() {
+    raw::start();
+}
+
+#[used]
+#[unsafe(link_section = ".init_array")]
+static ON_LOAD: extern "C" fn() = on_load;
+
 /// The alignment `malloc(size)` guarantees.
 #[inline(always)]
 fn align_for(size: usize) -> usize {

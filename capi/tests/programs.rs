@@ -695,3 +695,72 @@ fn git_on_a_fresh_repository() {
         "too few processes under the preload: {exes:?}"
     );
 }
+
+/// The settings through the C library: a C program (`ls -l` of a large directory, one process: a
+/// pyenv `python3` is a shell script starting several) under the preload, with each variable
+/// valid, invalid and absent, and an unknown name. Each process reads its settings once.
+#[test]
+fn settings_from_the_environment_under_the_preload() {
+    let s = setup();
+    let Some(so) = &s.so else {
+        return; // the glibc reference run has no settings to read
+    };
+    let ls = require("ls");
+    let run = |env: &[(&str, &str)]| -> String {
+        let mut cmd = Command::new(&ls);
+        cmd.args(["-l", "/usr/bin"])
+            .env("LD_PRELOAD", so)
+            .env_remove("POOLALLOC_PURGE_DELAY_MS")
+            .env_remove("POOLALLOC_RETAINED_CHUNKS")
+            .env_remove("POOLALLOC_SHOW_STATS")
+            .env_remove("POOLALLOC_VERBOSE");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = run_ok(&mut cmd, "ls under the preload with settings");
+        assert!(out.stdout.len() > 1000);
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let ours = |err: &str| -> Vec<String> {
+        err.lines()
+            .filter(|l| l.starts_with("poolalloc: "))
+            .map(str::to_owned)
+            .collect()
+    };
+    // Absent: silence.
+    assert!(ours(&run(&[])).is_empty());
+    // Valid: taken (verbose prints them), and the report at exit.
+    let err = run(&[
+        ("POOLALLOC_PURGE_DELAY_MS", "40"),
+        ("POOLALLOC_RETAINED_CHUNKS", "2"),
+        ("POOLALLOC_VERBOSE", "1"),
+        ("POOLALLOC_SHOW_STATS", "yes"),
+    ]);
+    assert!(
+        err.contains("poolalloc: settings: purge delay 40 ms, retained chunks 2, show stats true"),
+        "{err}"
+    );
+    assert!(err.contains("poolalloc: stats at exit"), "{err}");
+    // Invalid and unknown: one line each, naming them; the program runs on.
+    let err = run(&[
+        ("POOLALLOC_PURGE_DELAY_MS", "soon"),
+        ("POOLALLOC_SHOW_STATS", "2"),
+        ("POOLALLOC_PURGE", "1"),
+    ]);
+    let w = ours(&err);
+    assert_eq!(w.len(), 3, "{err}");
+    assert!(
+        w.iter()
+            .any(|l| l.contains("POOLALLOC_PURGE_DELAY_MS=soon")),
+        "{err}"
+    );
+    assert!(
+        w.iter().any(|l| l.contains("POOLALLOC_SHOW_STATS=2")),
+        "{err}"
+    );
+    assert!(
+        w.iter()
+            .any(|l| l.contains("unknown setting POOLALLOC_PURGE ")),
+        "{err}"
+    );
+}

@@ -113,12 +113,30 @@ pub fn rss_bytes() -> Option<usize> {
     None
 }
 
-pub fn fatal_write_and_abort(msg: &[u8]) -> ! {
+/// Stderr stays reachable here: nothing to keep.
+pub fn keep_stderr() {}
+
+pub fn write_stderr(msg: &[u8]) {
     use std::io::Write;
     // Writing a byte slice to the unbuffered stderr allocates nothing.
     let _ = std::io::stderr().write_all(msg);
+}
+
+pub fn fatal_write_and_abort(msg: &[u8]) -> ! {
+    write_stderr(msg);
     std::process::abort()
 }
+
+/// No environment is read here (`std::env` allocates).
+pub fn for_each_env(_f: &mut dyn FnMut(&[u8])) {}
+
+pub fn at_exit(_hook: fn()) {}
+
+/// Nothing runs at start here: the settings are read at their first use instead.
+macro_rules! run_at_start {
+    ($f:path) => {};
+}
+pub(crate) use run_at_start;
 
 /// # Safety
 /// Both ranges are valid for `len` bytes (nothing here copies foreign blocks).

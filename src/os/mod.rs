@@ -47,7 +47,10 @@
 //! - [`yield_now`]: gives the core away (the lock's back-off).
 //! - [`random_seed`]: entropy for the `hardened` keys (never fails: falls back to the clock and
 //!   addresses). [`now_ms`]: a coarse monotonic clock. [`rss_bytes`]: the resident set.
-//! - [`fatal_write_and_abort`]: writes a message to stderr without allocating and aborts.
+//! - [`write_stderr`], [`fatal_write_and_abort`]: a message to stderr without allocating (and
+//!   then abort). [`for_each_env`]: the environment's entries, read without allocating.
+//!   [`at_exit`]: a hook when the process exits normally; [`run_at_start!`]: a function run
+//!   before `main` (or when the shared library is loaded).
 //! - [`copy_readable`]: copies memory that may not all be mapped, without faulting (the C
 //!   library's realloc of a block it did not allocate). [`trim_system_allocator`]: asks the
 //!   system allocator to return its free memory (glibc's `malloc_trim`; nothing elsewhere).
@@ -55,7 +58,7 @@
 //! # Faults
 //!
 //! Unit tests (`cfg(test)`) can make the next mapping calls of the calling thread fail
-//! ([`fault::fail_maps`]), to check that every caller turns a refusal into a null pointer and
+//! ([`fault::fail_maps`], [`fault::fail_remaps`]), to check that every caller turns a refusal into a null pointer and
 //! loses nothing.
 
 /// Declares `mod $m { pub fn get() -> *mut $T; pub fn set(*mut $T) }` over `thread_local!`: the
@@ -126,12 +129,15 @@ mod fallback;
 )))]
 use fallback as imp;
 
-pub(crate) use imp::thread_slot;
 #[allow(unused_imports)]
 pub use imp::{
-    BACKEND, PARTIAL_UNMAP, at_fork, copy_readable, fatal_write_and_abort, now_ms, random_seed,
-    rss_bytes, sleep_ms, spawn_purger, trim_system_allocator, watch_thread_exit, yield_now,
+    BACKEND, PARTIAL_UNMAP, at_exit, at_fork, copy_readable, fatal_write_and_abort, for_each_env,
+    keep_stderr, now_ms, random_seed, rss_bytes, sleep_ms, spawn_purger, trim_system_allocator,
+    watch_thread_exit, write_stderr, yield_now,
 };
+pub(crate) use imp::{run_at_start, thread_slot};
+#[cfg(all(windows, target_pointer_width = "64"))]
+pub use imp::{tls_get, tls_set};
 
 use core::sync::atomic::{AtomicUsize, Ordering};
 
@@ -230,7 +236,7 @@ pub unsafe fn purge(p: *mut u8, size: usize) {
 /// # Safety
 /// `[p, p + old)` is a whole mapping made by this module; `new > old`, both page multiples.
 pub unsafe fn grow_in_place(p: *mut u8, old: usize, new: usize) -> bool {
-    if fault::take() {
+    if fault::take_remap() {
         return false;
     }
     // SAFETY: forwarded contract.
@@ -244,45 +250,73 @@ pub unsafe fn grow_in_place(p: *mut u8, old: usize, new: usize) -> bool {
 /// # Safety
 /// Both are whole mappings made by this module, distinct, `new_len >= len`; nobody else uses them.
 pub unsafe fn move_pages(src: *mut u8, len: usize, dst: *mut u8, new_len: usize) -> bool {
-    if fault::take() {
+    if fault::take_remap() {
         return false;
     }
     // SAFETY: forwarded contract.
     unsafe { imp::move_pages(src, len, dst, new_len) }
 }
 
-/// Injected OS failures for unit tests: the calling thread's next `n` calls that map or remap
-/// fail as if the OS refused. Compiled to nothing outside `cfg(test)`.
+/// Injected OS failures for unit tests: the calling thread's next `n` calls that map (or, apart,
+/// that remap) fail as if the OS refused. Compiled to nothing outside `cfg(test)`.
 pub mod fault {
     #[cfg(test)]
+    use core::cell::Cell;
+
+    #[cfg(test)]
     std::thread_local! {
-        static FAIL: core::cell::Cell<usize> = const { core::cell::Cell::new(0) };
+        static MAPS: Cell<usize> = const { Cell::new(0) };
+        static REMAPS: Cell<usize> = const { Cell::new(0) };
     }
 
-    /// Makes the calling thread's next `n` map/remap calls fail.
+    /// Makes the calling thread's next `n` map calls (`map`, `map_aligned`, `map_sparse`) fail.
     #[cfg(test)]
     pub fn fail_maps(n: usize) {
-        FAIL.with(|f| f.set(n));
+        MAPS.with(|f| f.set(n));
     }
 
-    /// Injected failures not yet used up (0 when every one was hit).
+    /// Makes the calling thread's next `n` remap calls (`grow_in_place`, `move_pages`) fail.
+    #[cfg(test)]
+    pub fn fail_remaps(n: usize) {
+        REMAPS.with(|f| f.set(n));
+    }
+
+    /// Injected map failures not yet used up (0 when every one was hit).
     #[cfg(test)]
     pub fn pending() -> usize {
-        FAIL.with(|f| f.get())
+        MAPS.with(|f| f.get())
     }
 
-    /// True when this call must fail (and counts it).
+    #[cfg(test)]
+    fn take_from(c: &'static std::thread::LocalKey<Cell<usize>>) -> bool {
+        c.with(|f| {
+            let n = f.get();
+            if n > 0 {
+                f.set(n - 1);
+            }
+            n > 0
+        })
+    }
+
+    /// True when this map call must fail (and counts it).
     #[inline(always)]
     pub(super) fn take() -> bool {
         #[cfg(test)]
         {
-            FAIL.with(|f| {
-                let n = f.get();
-                if n > 0 {
-                    f.set(n - 1);
-                }
-                n > 0
-            })
+            take_from(&MAPS)
+        }
+        #[cfg(not(test))]
+        {
+            false
+        }
+    }
+
+    /// True when this remap call must fail (and counts it).
+    #[inline(always)]
+    pub(super) fn take_remap() -> bool {
+        #[cfg(test)]
+        {
+            take_from(&REMAPS)
         }
         #[cfg(not(test))]
         {

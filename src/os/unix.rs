@@ -501,13 +501,107 @@ fn statm_resident_pages() -> Option<usize> {
     Some(pages)
 }
 
+/// The descriptor [`write_stderr`] writes to: 2, or its copy made by [`keep_stderr`].
+static STDERR_FD: core::sync::atomic::AtomicI32 = core::sync::atomic::AtomicI32::new(2);
+
+/// Keeps a private copy of stderr for later messages: a program may close its stderr before the
+/// exit handlers run (coreutils' `close_stdout` closes both), and the exit report must still
+/// reach it.
+pub fn keep_stderr() {
+    // SAFETY: F_DUPFD_CLOEXEC duplicates fd 2 (if open) onto a free descriptor ≥ 3.
+    let fd = unsafe { libc::fcntl(2, libc::F_DUPFD_CLOEXEC, 3) };
+    if fd >= 0 {
+        STDERR_FD.store(fd, Ordering::Relaxed);
+    }
+}
+
+/// Writes `msg` to stderr (no allocation, no lock of ours), all of it unless stderr fails.
+pub fn write_stderr(mut msg: &[u8]) {
+    let fd = STDERR_FD.load(Ordering::Relaxed);
+    while !msg.is_empty() {
+        // SAFETY: msg is valid for its length.
+        let n = unsafe { libc::write(fd, msg.as_ptr().cast(), msg.len()) };
+        if n <= 0 {
+            return;
+        }
+        msg = &msg[n as usize..];
+    }
+}
+
 /// Writes `msg` to stderr (no allocation, no lock of ours) and aborts the process.
 pub fn fatal_write_and_abort(msg: &[u8]) -> ! {
-    // SAFETY: msg is valid for its length; write and abort have no other preconditions.
-    unsafe {
-        libc::write(2, msg.as_ptr().cast(), msg.len());
-        libc::abort();
+    write_stderr(msg);
+    // SAFETY: abort has no preconditions.
+    unsafe { libc::abort() }
+}
+
+#[cfg(not(target_os = "macos"))]
+unsafe extern "C" {
+    /// The process's environment (POSIX), a null-terminated array of `NAME=VALUE` strings.
+    static environ: *const *const libc::c_char;
+}
+
+/// Calls `f` with each `NAME=VALUE` entry of the environment, without allocating. The caller must
+/// not change the environment meanwhile (it runs once, early, from the allocator's settings).
+pub fn for_each_env(f: &mut dyn FnMut(&[u8])) {
+    #[cfg(not(target_os = "macos"))]
+    // SAFETY: reading the pointer the C runtime keeps.
+    let mut e = unsafe { environ };
+    #[cfg(target_os = "macos")]
+    // SAFETY: _NSGetEnviron returns the address of the process's environ pointer.
+    let mut e = unsafe { *libc::_NSGetEnviron() }
+        .cast_const()
+        .cast::<*const libc::c_char>();
+    if e.is_null() {
+        return;
     }
+    // SAFETY: environ is a null-terminated array of NUL-terminated strings.
+    unsafe {
+        while !(*e).is_null() {
+            f(core::ffi::CStr::from_ptr(*e).to_bytes());
+            e = e.add(1);
+        }
+    }
+}
+
+/// Declares that `$f` (a `fn()`) runs when the program starts (when the library is loaded, for
+/// a shared library), before `main`: a pointer to it in the platform's constructor section
+/// (`.init_array`, `__mod_init_func`). rustc keeps `#[used]` statics of dependencies linked.
+/// The function must not rely on the Rust runtime (it may run before it is set up).
+macro_rules! run_at_start {
+    ($f:path) => {
+        const _: () = {
+            extern "C" fn start() {
+                $f()
+            }
+            #[used]
+            #[cfg_attr(
+                any(target_os = "linux", target_os = "freebsd"),
+                unsafe(link_section = ".init_array")
+            )]
+            #[cfg_attr(target_os = "macos", unsafe(link_section = "__DATA,__mod_init_func"))]
+            static AT_START: extern "C" fn() = start;
+        };
+    };
+}
+pub(crate) use run_at_start;
+
+static AT_EXIT: AtomicPtr<()> = AtomicPtr::new(ptr::null_mut());
+
+extern "C" fn run_at_exit() {
+    let h = AT_EXIT.load(Ordering::Acquire);
+    if !h.is_null() {
+        // SAFETY: AT_EXIT only ever holds a `fn()` (at_exit).
+        let f: fn() = unsafe { core::mem::transmute::<*mut (), fn()>(h) };
+        f();
+    }
+}
+
+/// Runs `hook` when the process exits normally (`exit`, a return from `main`). Call once.
+pub fn at_exit(hook: fn()) {
+    AT_EXIT.store(hook as *mut (), Ordering::Release);
+    // SAFETY: run_at_exit is a plain function living for the whole program.
+    unsafe { libc::atexit(run_at_exit) };
 }
 
 /// Copies as much of `[src, src + len)` as is readable into `dst`, without faulting: on Linux the

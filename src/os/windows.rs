@@ -8,6 +8,7 @@
 //! - purge: decommit, then commit again (fresh pages read as zero; the commit charge stays, the
 //!   memory goes back). `MEM_RESET` would keep the old contents readable.
 //! - no remap: the caller copies. No fork.
+//! - the heap slot: a Win32 TLS index (`TlsGetValue`), not `thread_local!` (see [`thread_slot`]).
 //! - thread exit: a fiber-local storage callback (`FlsAlloc`), which Windows runs when a thread
 //!   exits; it is skipped while the process itself shuts down (other threads are gone by then,
 //!   and may have been stopped holding a lock).
@@ -22,6 +23,7 @@ use windows_sys::Win32::Security::Authentication::Identity::RtlGenRandom;
 use windows_sys::Win32::Storage::FileSystem::WriteFile;
 use windows_sys::Win32::System::Console::{GetStdHandle, STD_ERROR_HANDLE};
 use windows_sys::Win32::System::Diagnostics::Debug::ReadProcessMemory;
+use windows_sys::Win32::System::Environment::{FreeEnvironmentStringsA, GetEnvironmentStrings};
 use windows_sys::Win32::System::Memory::{
     MEM_COMMIT, MEM_DECOMMIT, MEM_RELEASE, MEM_RESERVE, PAGE_NOACCESS, PAGE_READWRITE,
     VirtualAlloc, VirtualFree,
@@ -30,7 +32,7 @@ use windows_sys::Win32::System::ProcessStatus::{K32GetProcessMemoryInfo, PROCESS
 use windows_sys::Win32::System::SystemInformation::{GetSystemInfo, GetTickCount64, SYSTEM_INFO};
 use windows_sys::Win32::System::Threading::{
     CreateThread, FlsAlloc, FlsSetValue, GetCurrentProcess, STACK_SIZE_PARAM_IS_A_RESERVATION,
-    Sleep, SwitchToThread,
+    Sleep, SwitchToThread, TLS_OUT_OF_INDEXES, TlsAlloc, TlsGetValue, TlsSetValue,
 };
 
 #[link(name = "ntdll")]
@@ -177,7 +179,65 @@ pub unsafe fn move_pages(_src: *mut u8, _len: usize, _dst: *mut u8, _new_len: us
 // ---------------------------------------------------------------------------------------------------
 // Threads.
 
-pub(crate) use super::thread_slot_tls as thread_slot;
+/// Declares `mod $m { pub fn get() -> *mut $T; pub fn set(*mut $T) }` over a Win32 TLS index:
+/// the calling thread's slot, reading as the address of the static `$init` until set. Not
+/// `thread_local!`: on windows-gnu (no native TLS in Rust) that boxes each value on a thread's
+/// first access, through the global allocator, which is us: the heap slot would recurse.
+/// `TlsGetValue` allocates nothing. A null slot reads as `$init`, so a thread needs no setup.
+macro_rules! thread_slot {
+    (mod $m:ident: $T:ty = $init:path) => {
+        mod $m {
+            use super::*;
+
+            #[inline(always)]
+            pub fn get() -> *mut $T {
+                let p = crate::os::tls_get().cast::<$T>();
+                if p.is_null() {
+                    (&raw const $init).cast::<$T>().cast_mut()
+                } else {
+                    p
+                }
+            }
+
+            #[inline(always)]
+            pub fn set(h: *mut $T) {
+                crate::os::tls_set(h.cast())
+            }
+        }
+    };
+}
+pub(crate) use thread_slot;
+
+/// The TLS index of the heap slot ([`thread_slot`]); `TLS_OUT_OF_INDEXES` if there was none.
+static TLS_INDEX: spin::Once<u32> = spin::Once::new();
+
+#[inline]
+fn tls_index() -> u32 {
+    // SAFETY: TlsAlloc has no preconditions.
+    *TLS_INDEX.call_once(|| unsafe { TlsAlloc() })
+}
+
+/// The calling thread's heap slot (null until set).
+#[inline]
+pub fn tls_get() -> *mut u8 {
+    let i = tls_index();
+    if i == TLS_OUT_OF_INDEXES {
+        return ptr::null_mut();
+    }
+    // SAFETY: i is an index TlsAlloc gave us.
+    unsafe { TlsGetValue(i).cast() }
+}
+
+/// Sets the calling thread's heap slot. Without a TLS index (the process ran out of them) the
+/// slot stays null and the thread uses the static heap its null stands for.
+#[inline]
+pub fn tls_set(p: *mut u8) {
+    let i = tls_index();
+    if i != TLS_OUT_OF_INDEXES {
+        // SAFETY: i is an index TlsAlloc gave us.
+        unsafe { TlsSetValue(i, p.cast_const().cast()) };
+    }
+}
 
 static EXIT_HOOK: AtomicPtr<()> = AtomicPtr::new(ptr::null_mut());
 static FLS_INDEX: spin::Once<u32> = spin::Once::new();
@@ -291,7 +351,10 @@ pub fn rss_bytes() -> Option<usize> {
     (ok != 0).then_some(c.WorkingSetSize)
 }
 
-pub fn fatal_write_and_abort(msg: &[u8]) -> ! {
+/// Stderr stays reachable here: nothing to keep.
+pub fn keep_stderr() {}
+
+pub fn write_stderr(msg: &[u8]) {
     // SAFETY: msg is valid for its length; a null or invalid handle makes WriteFile fail only.
     unsafe {
         let h = GetStdHandle(STD_ERROR_HANDLE);
@@ -306,7 +369,70 @@ pub fn fatal_write_and_abort(msg: &[u8]) -> ! {
             );
         }
     }
+}
+
+pub fn fatal_write_and_abort(msg: &[u8]) -> ! {
+    write_stderr(msg);
     std::process::abort()
+}
+
+/// Calls `f` with each `NAME=VALUE` entry of the environment block (ANSI), without allocating.
+pub fn for_each_env(f: &mut dyn FnMut(&[u8])) {
+    // SAFETY: the block is a sequence of NUL-terminated strings ended by an empty one; it is ours
+    // until freed below.
+    unsafe {
+        let block = GetEnvironmentStrings();
+        if block.is_null() {
+            return;
+        }
+        let mut p = block.cast_const();
+        while *p != 0 {
+            let s = core::ffi::CStr::from_ptr(p.cast()).to_bytes();
+            f(s);
+            p = p.add(s.len() + 1);
+        }
+        FreeEnvironmentStringsA(block);
+    }
+}
+
+unsafe extern "C" {
+    /// The C runtime's (mingw's msvcrt or the UCRT, linked by Rust's std either way).
+    fn atexit(cb: extern "C" fn()) -> core::ffi::c_int;
+}
+
+/// Declares that `$f` (a `fn()`) runs when the program starts (when the DLL is loaded), before
+/// `main`: a pointer to it among the C runtime's initialisers (`.CRT$XCU`). rustc keeps `#[used]`
+/// statics of dependencies linked. The function must not rely on the Rust runtime.
+macro_rules! run_at_start {
+    ($f:path) => {
+        const _: () = {
+            extern "C" fn start() {
+                $f()
+            }
+            #[used]
+            #[unsafe(link_section = ".CRT$XCU")]
+            static AT_START: extern "C" fn() = start;
+        };
+    };
+}
+pub(crate) use run_at_start;
+
+static AT_EXIT: AtomicPtr<()> = AtomicPtr::new(ptr::null_mut());
+
+extern "C" fn run_at_exit() {
+    let h = AT_EXIT.load(Ordering::Acquire);
+    if !h.is_null() {
+        // SAFETY: AT_EXIT only ever holds a `fn()` (at_exit).
+        let f: fn() = unsafe { core::mem::transmute::<*mut (), fn()>(h) };
+        f();
+    }
+}
+
+/// Runs `hook` when the process exits normally. Call once.
+pub fn at_exit(hook: fn()) {
+    AT_EXIT.store(hook as *mut (), Ordering::Release);
+    // SAFETY: run_at_exit is a plain function living for the whole program.
+    unsafe { atexit(run_at_exit) };
 }
 
 /// Copies as much of `[src, src + len)` as is readable into `dst` without faulting

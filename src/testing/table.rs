@@ -46,7 +46,8 @@ impl Table {
     #[inline]
     fn home(addr: usize, cap: usize) -> usize {
         // Fibonacci hashing of the address without its always-zero low bits.
-        ((addr >> 3).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) & (cap - 1)
+        // (In 64 bits: the hash works on any pointer width.)
+        (((addr as u64 >> 3).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize) & (cap - 1)
     }
 
     #[inline]

@@ -1,0 +1,283 @@
+//! Runtime settings: each has a default, an environment variable read once (without allocating,
+//! when the program starts, or before that at the first use of any setting), and a Rust setter
+//! with a getter. A setter wins over the environment, whichever comes first.
+//!
+//! | variable | setting | default |
+//! |---|---|---|
+//! | `POOLALLOC_PURGE_DELAY_MS` | how long an empty chunk (beyond the retained ones) or a freed span waits before it goes back to the OS; 0: at once, and no purger thread | 250 |
+//! | `POOLALLOC_RETAINED_CHUNKS` | empty chunks each size class keeps | 1 |
+//! | `POOLALLOC_SHOW_STATS` | `1`: print `stats()` to stderr when the process exits | 0 |
+//! | `POOLALLOC_VERBOSE` | `1`: print the settings when they are read, and anomalies (the purger cannot start, the OS refused memory) | 0 |
+//!
+//! A `POOLALLOC_` name that is not in the table, or a value that does not parse, gets one warning
+//! line on stderr naming it, and the default stays: never a crash, never silence. (Names under
+//! `POOLALLOC_TEST_` and `POOLALLOC_BENCH_` belong to this project's own test and benchmark
+//! harnesses and are passed over.) Booleans take
+//! `1`/`0`, `true`/`false`, `yes`/`no`, `on`/`off`.
+
+use crate::os;
+use core::fmt::{self, Write};
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use core::time::Duration;
+
+/// One numeric setting: its value, and whether a Rust setter chose it (then the environment does
+/// not change it).
+struct Setting {
+    value: AtomicUsize,
+    set_by_code: AtomicBool,
+}
+
+impl Setting {
+    const fn new(default: usize) -> Self {
+        Setting {
+            value: AtomicUsize::new(default),
+            set_by_code: AtomicBool::new(false),
+        }
+    }
+
+    fn get(&self) -> usize {
+        load();
+        self.value.load(Relaxed)
+    }
+
+    fn set(&self, v: usize) {
+        self.set_by_code.store(true, Relaxed);
+        self.value.store(v, Relaxed);
+    }
+
+    fn set_from_env(&self, v: usize) {
+        if !self.set_by_code.load(Relaxed) {
+            self.value.store(v, Relaxed);
+        }
+    }
+}
+
+static PURGE_DELAY_MS: Setting = Setting::new(250);
+static RETAINED_CHUNKS: Setting = Setting::new(1);
+static SHOW_STATS: Setting = Setting::new(0);
+static VERBOSE: Setting = Setting::new(0);
+
+/// The longest purge delay taken from the environment (a day): beyond it, a typo.
+const MAX_DELAY_MS: usize = 86_400_000;
+/// The most retained chunks per class taken from the environment (1 GiB per class).
+const MAX_RETAINED: usize = 4096;
+
+/// Sets how long an empty chunk (beyond the retained ones) waits before its memory goes back to
+/// the OS, and how long a freed span of the C library's waits for reuse (default 250 ms, or
+/// `POOLALLOC_PURGE_DELAY_MS`). Zero returns memory the moment it is free and never starts the
+/// background purger thread. Millisecond resolution; wins over the environment.
+pub fn set_purge_delay(d: Duration) {
+    PURGE_DELAY_MS.set(d.as_millis().min(usize::MAX as u128) as usize);
+}
+
+/// The purge delay in force (see [`set_purge_delay`]).
+pub fn purge_delay() -> Duration {
+    Duration::from_millis(PURGE_DELAY_MS.get() as u64)
+}
+
+/// [`set_purge_delay`] in milliseconds.
+#[deprecated(since = "0.1.1", note = "use set_purge_delay(Duration)")]
+pub fn set_purge_delay_ms(ms: usize) {
+    PURGE_DELAY_MS.set(ms);
+}
+
+/// Sets how many empty chunks each size class keeps indefinitely instead of returning them to the
+/// OS (default 1, or `POOLALLOC_RETAINED_CHUNKS`); wins over the environment.
+pub fn set_retained_chunks(n: usize) {
+    RETAINED_CHUNKS.set(n);
+}
+
+/// The number of empty chunks each size class keeps (see [`set_retained_chunks`]).
+pub fn retained_chunks() -> usize {
+    RETAINED_CHUNKS.get()
+}
+
+/// The purge delay in milliseconds, for the purger and the chunk source.
+pub(crate) fn purge_delay_ms() -> usize {
+    PURGE_DELAY_MS.get()
+}
+
+/// Whether `stats()` is printed at exit (`POOLALLOC_SHOW_STATS`).
+pub(crate) fn show_stats() -> bool {
+    SHOW_STATS.get() != 0
+}
+
+/// Whether anomalies are reported on stderr (`POOLALLOC_VERBOSE`).
+pub(crate) fn verbose() -> bool {
+    VERBOSE.get() != 0
+}
+
+/// Reports an anomaly on stderr when `POOLALLOC_VERBOSE` is on (once per kind is the caller's
+/// business). Allocates nothing.
+pub(crate) fn anomaly(args: fmt::Arguments<'_>) {
+    if verbose() {
+        say(args);
+    }
+}
+
+/// Reads the environment once (the first call does; the others wait for it or return).
+pub(crate) fn load() {
+    static ONCE: spin::Once<()> = spin::Once::new();
+    ONCE.call_once(read_env);
+}
+
+fn read_env() {
+    os::for_each_env(&mut |entry| {
+        let Some(rest) = entry.strip_prefix(b"POOLALLOC_") else {
+            return;
+        };
+        if rest.starts_with(b"TEST_") || rest.starts_with(b"BENCH_") {
+            return; // reserved for poolalloc's own test and benchmark harnesses
+        }
+        let eq = rest.iter().position(|&b| b == b'=').unwrap_or(rest.len());
+        let (name, value) = (&rest[..eq], rest.get(eq + 1..).unwrap_or(b""));
+        match name {
+            b"PURGE_DELAY_MS" => number(name, value, MAX_DELAY_MS, &PURGE_DELAY_MS),
+            b"RETAINED_CHUNKS" => number(name, value, MAX_RETAINED, &RETAINED_CHUNKS),
+            b"SHOW_STATS" => boolean(name, value, &SHOW_STATS),
+            b"VERBOSE" => boolean(name, value, &VERBOSE),
+            _ => say(format_args!(
+                "unknown setting POOLALLOC_{} ignored (known: PURGE_DELAY_MS, RETAINED_CHUNKS, SHOW_STATS, VERBOSE)",
+                Text(name)
+            )),
+        }
+    });
+    if VERBOSE.value.load(Relaxed) != 0 {
+        say(format_args!(
+            "settings: purge delay {} ms, retained chunks {}, show stats {}, backend {:?}",
+            PURGE_DELAY_MS.value.load(Relaxed),
+            RETAINED_CHUNKS.value.load(Relaxed),
+            SHOW_STATS.value.load(Relaxed) != 0,
+            os::BACKEND
+        ));
+    }
+}
+
+/// A whole number `0..=max`, in decimal.
+fn parse_number(v: &[u8], max: usize) -> Option<usize> {
+    if v.is_empty() || v.len() > 20 {
+        return None;
+    }
+    let mut n: usize = 0;
+    for &d in v {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        n = n.checked_mul(10)?.checked_add((d - b'0') as usize)?;
+    }
+    (n <= max).then_some(n)
+}
+
+fn parse_bool(v: &[u8]) -> Option<bool> {
+    match v {
+        b"1" | b"true" | b"yes" | b"on" => Some(true),
+        b"0" | b"false" | b"no" | b"off" | b"" => Some(false),
+        _ => None,
+    }
+}
+
+fn number(name: &[u8], value: &[u8], max: usize, s: &Setting) {
+    match parse_number(value, max) {
+        Some(n) => s.set_from_env(n),
+        None => say(format_args!(
+            "POOLALLOC_{}={} is not a whole number from 0 to {max}: keeping {}",
+            Text(name),
+            Text(value),
+            s.value.load(Relaxed)
+        )),
+    }
+}
+
+fn boolean(name: &[u8], value: &[u8], s: &Setting) {
+    match parse_bool(value) {
+        Some(b) => s.set_from_env(b as usize),
+        None => say(format_args!(
+            "POOLALLOC_{}={} is not 1/0, true/false, yes/no or on/off: keeping {}",
+            Text(name),
+            Text(value),
+            s.value.load(Relaxed)
+        )),
+    }
+}
+
+/// Bytes shown as text (non-UTF-8 bytes as `?`), at most 64 of them.
+struct Text<'a>(&'a [u8]);
+
+impl fmt::Display for Text<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for &b in self.0.iter().take(64) {
+            f.write_char(if b.is_ascii_graphic() || b == b' ' {
+                b as char
+            } else {
+                '?'
+            })?;
+        }
+        if self.0.len() > 64 {
+            f.write_str("…")?;
+        }
+        Ok(())
+    }
+}
+
+/// Writes `poolalloc: <message>` as one line on stderr, without allocating (a longer message is
+/// cut, its newline kept).
+pub(crate) fn say(args: fmt::Arguments<'_>) {
+    let mut line = Line {
+        buf: [0; 320],
+        len: 0,
+    };
+    let _ = line.write_str("poolalloc: ");
+    let _ = line.write_fmt(args);
+    // write_str always leaves the last byte free for this.
+    line.buf[line.len] = b'\n';
+    os::write_stderr(&line.buf[..line.len + 1]);
+}
+
+/// A line on the stack: text beyond its room (all but the last byte) is dropped.
+struct Line {
+    buf: [u8; 320],
+    len: usize,
+}
+
+impl Write for Line {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let n = s.len().min(self.buf.len() - 1 - self.len);
+        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+        self.len += n;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_parse_within_bounds_only() {
+        assert_eq!(parse_number(b"0", 10), Some(0));
+        assert_eq!(parse_number(b"250", 1000), Some(250));
+        assert_eq!(parse_number(b"1001", 1000), None);
+        assert_eq!(parse_number(b"", 10), None);
+        assert_eq!(parse_number(b"-1", 10), None);
+        assert_eq!(parse_number(b"12ms", 100), None);
+        assert_eq!(parse_number(b"99999999999999999999999", usize::MAX), None);
+    }
+
+    #[test]
+    fn booleans_parse() {
+        assert_eq!(parse_bool(b"1"), Some(true));
+        assert_eq!(parse_bool(b"on"), Some(true));
+        assert_eq!(parse_bool(b"off"), Some(false));
+        assert_eq!(parse_bool(b"maybe"), None);
+    }
+
+    #[test]
+    fn code_wins_over_the_environment() {
+        let s = Setting::new(5);
+        s.set_from_env(7);
+        assert_eq!(s.value.load(Relaxed), 7);
+        s.set(9);
+        s.set_from_env(11);
+        assert_eq!(s.value.load(Relaxed), 9);
+    }
+}

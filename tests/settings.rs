@@ -1,0 +1,156 @@
+//! Runtime settings from the environment: each variable valid, invalid and absent, an unknown
+//! name, and a Rust setter that wins. Each case runs this test binary again as a child (settings
+//! are read once per process), with `POOLALLOC_TEST_SETTINGS_CHILD` set: the child prints what it sees.
+
+use std::process::{Command, Output};
+use std::time::Duration;
+
+#[global_allocator]
+static GLOBAL: poolalloc::PoolAlloc = poolalloc::PoolAlloc::new();
+
+/// The child's part: print the settings in force (after the setter, if asked) and exit.
+fn child() {
+    if std::env::var_os("POOLALLOC_TEST_SET_DELAY").is_some() {
+        poolalloc::set_purge_delay(Duration::from_millis(7));
+    }
+    let v: Vec<u64> = (0..1000).collect(); // allocate a little
+    println!(
+        "delay={} retained={} sum={}",
+        poolalloc::purge_delay().as_millis(),
+        poolalloc::retained_chunks(),
+        v.iter().sum::<u64>()
+    );
+}
+
+/// Runs the child with `env` (and nothing else of ours), through the runner the test scripts
+/// name for emulated targets (`POOLALLOC_TEST_RUNNER`, e.g. qemu or wine), if any.
+fn run(env: &[(&str, &str)]) -> (String, String) {
+    let exe = std::env::current_exe().unwrap();
+    let runner = std::env::var("POOLALLOC_TEST_RUNNER").unwrap_or_default();
+    let mut words = runner.split_whitespace();
+    let mut cmd = match words.next() {
+        Some(r) => {
+            let mut c = Command::new(r);
+            c.args(words).arg(&exe);
+            c
+        }
+        None => Command::new(&exe),
+    };
+    cmd.args(["--exact", "the_child", "--nocapture", "--test-threads=1"]);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("POOLALLOC_") && !k.starts_with("POOLALLOC_TEST_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.env("POOLALLOC_TEST_SETTINGS_CHILD", "1");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = cmd.output().expect("run the child");
+    let (out, err) = (
+        String::from_utf8_lossy(&stdout).into_owned(),
+        String::from_utf8_lossy(&stderr).into_owned(),
+    );
+    assert!(status.success(), "child failed: {status}\n{out}\n{err}");
+    (out, err)
+}
+
+fn seen(out: &str) -> (u64, usize) {
+    // libtest prints "test the_child ... " before the child's own output, on the same line.
+    let line = out
+        .lines()
+        .find_map(|l| l.find("delay=").map(|i| &l[i..]))
+        .unwrap_or_else(|| panic!("no settings line in:\n{out}"));
+    let mut f = line.split(' ');
+    let d = f.next().unwrap()["delay=".len()..].parse().unwrap();
+    let r = f.next().unwrap()["retained=".len()..].parse().unwrap();
+    (d, r)
+}
+
+fn warnings(err: &str) -> Vec<&str> {
+    err.lines()
+        .filter(|l| l.starts_with("poolalloc: "))
+        .collect()
+}
+
+#[test]
+fn the_child() {
+    if std::env::var_os("POOLALLOC_TEST_SETTINGS_CHILD").is_some() {
+        child();
+    }
+}
+
+#[test]
+fn absent_variables_keep_the_defaults_silently() {
+    let (out, err) = run(&[]);
+    assert_eq!(seen(&out), (250, 1));
+    assert!(warnings(&err).is_empty(), "{err}");
+}
+
+#[test]
+fn valid_values_are_taken() {
+    let (out, err) = run(&[
+        ("POOLALLOC_PURGE_DELAY_MS", "40"),
+        ("POOLALLOC_RETAINED_CHUNKS", "3"),
+    ]);
+    assert_eq!(seen(&out), (40, 3));
+    assert!(warnings(&err).is_empty(), "{err}");
+    let (out, _) = run(&[("POOLALLOC_PURGE_DELAY_MS", "0")]);
+    assert_eq!(seen(&out).0, 0);
+}
+
+#[test]
+fn invalid_values_warn_once_and_keep_the_default() {
+    let (out, err) = run(&[
+        ("POOLALLOC_PURGE_DELAY_MS", "250ms"),
+        ("POOLALLOC_RETAINED_CHUNKS", "-1"),
+        ("POOLALLOC_VERBOSE", "maybe"),
+    ]);
+    assert_eq!(seen(&out), (250, 1));
+    let w = warnings(&err);
+    assert_eq!(w.len(), 3, "{err}");
+    assert!(
+        w.iter()
+            .any(|l| l.contains("POOLALLOC_PURGE_DELAY_MS=250ms is not a whole number"))
+    );
+    assert!(w.iter().any(|l| l.contains("POOLALLOC_RETAINED_CHUNKS=-1")));
+    assert!(w.iter().any(|l| l.contains("POOLALLOC_VERBOSE=maybe")));
+}
+
+#[test]
+fn an_unknown_name_is_named_in_one_warning() {
+    let (out, err) = run(&[("POOLALLOC_PURGE_DELAY", "5")]);
+    assert_eq!(seen(&out), (250, 1));
+    let w = warnings(&err);
+    assert_eq!(w.len(), 1, "{err}");
+    assert!(
+        w[0].contains("unknown setting POOLALLOC_PURGE_DELAY "),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_setter_wins_over_the_environment() {
+    let (out, _) = run(&[
+        ("POOLALLOC_PURGE_DELAY_MS", "40"),
+        ("POOLALLOC_TEST_SET_DELAY", "1"),
+    ]);
+    assert_eq!(seen(&out).0, 7);
+}
+
+#[test]
+fn show_stats_prints_the_snapshot_at_exit_and_verbose_the_settings() {
+    let (_, err) = run(&[("POOLALLOC_SHOW_STATS", "1"), ("POOLALLOC_VERBOSE", "on")]);
+    assert!(err.contains("poolalloc: stats at exit"), "{err}");
+    assert!(err.contains("backend: "), "{err}");
+    assert!(
+        err.contains("poolalloc: settings: purge delay 250 ms, retained chunks 1, show stats true"),
+        "{err}"
+    );
+    let (_, err) = run(&[("POOLALLOC_SHOW_STATS", "0")]);
+    assert!(!err.contains("stats at exit"), "{err}");
+}
