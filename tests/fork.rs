@@ -1,16 +1,27 @@
 //! fork() while other threads hammer the allocator: the child must be able to allocate (a pool lock
 //! held by another thread at fork time would deadlock it) and exit 0.
-#![cfg(unix)]
+//!
+//! Unix only: on Windows (no fork) the test is listed as ignored.
 
+#[cfg(unix)]
 use std::sync::Arc;
+#[cfg(unix)]
 use std::sync::atomic::{AtomicBool, Ordering};
+#[cfg(unix)]
 use std::time::{Duration, Instant};
 
 #[global_allocator]
 static GLOBAL: poolalloc::PoolAlloc = poolalloc::PoolAlloc::new();
 
 #[test]
+#[cfg_attr(not(unix), ignore = "fork() is POSIX only: Windows has no fork")]
 fn child_allocates_after_fork_during_allocation_storm() {
+    #[cfg(unix)]
+    fork_during_allocation_storm();
+}
+
+#[cfg(unix)]
+fn fork_during_allocation_storm() {
     let stop = Arc::new(AtomicBool::new(false));
     let hammers: Vec<_> = (0..3)
         .map(|t| {

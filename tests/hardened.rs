@@ -4,8 +4,9 @@
 #![cfg(feature = "hardened")]
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::os::unix::process::ExitStatusExt;
-use std::process::Command;
+
+#[path = "common/child.rs"]
+mod subprocess;
 
 static P: poolalloc::PoolAlloc = poolalloc::PoolAlloc::new();
 
@@ -152,22 +153,21 @@ fn child_entry() {
     if let Ok(case) = std::env::var("POOLALLOC_DEATH") {
         run_case(&case);
         // Not caught: exit with a distinctive code so the parent reports it.
-        std::process::exit(3);
+        std::process::exit(subprocess::RETURNED);
     }
 }
 
 #[test]
 fn every_misuse_aborts_with_a_message_naming_it() {
-    let exe = std::env::current_exe().unwrap();
     let mut failures = Vec::new();
     for &(case, expect) in CASES {
-        let out = Command::new(&exe)
+        let out = subprocess::this_binary()
             .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
             .env("POOLALLOC_DEATH", case)
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
-        let aborted = out.status.signal() == Some(libc_sigabrt());
+        let aborted = subprocess::aborted(&out.status);
         if !aborted || !stderr.contains(expect) {
             failures.push(format!(
                 "{case}: status {:?}, expected an abort with {expect:?}, stderr:\n{stderr}",
@@ -176,10 +176,6 @@ fn every_misuse_aborts_with_a_message_naming_it() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-}
-
-fn libc_sigabrt() -> i32 {
-    6 // SIGABRT on Linux
 }
 
 /// Correct use under `hardened` stays quiet: a mixed workload with realloc and cross-thread frees.

@@ -139,10 +139,28 @@ fn totals_equal_what_was_allocated() {
 fn rss() -> usize {
     poolalloc::stats()
         .rss_bytes
-        .expect("RSS is reported on Linux")
+        .expect("RSS is reported on Linux, macOS, FreeBSD and Windows")
+}
+
+/// Why this process's RSS says nothing of the allocator, if it does not: set by .ci/targets under
+/// qemu-user, where /proc/self/statm is the emulator's own and counts its heap and translated code,
+/// which grow while the test runs (the RSS assertions are then skipped; the allocator's own
+/// accounting is still checked).
+fn rss_not_the_programs() -> Option<String> {
+    std::env::var("POOLALLOC_TEST_RSS_NOT_THE_PROGRAMS").ok()
 }
 
 #[test]
+#[cfg_attr(
+    not(any(
+        target_os = "linux",
+        target_os = "android",
+        target_os = "macos",
+        target_os = "freebsd",
+        windows
+    )),
+    ignore = "poolalloc::stats() reports no RSS on this OS"
+)]
 fn freeing_everything_returns_memory() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     poolalloc::trim();
@@ -182,17 +200,24 @@ fn freeing_everything_returns_memory() {
         peak >> 10,
         after >> 10
     );
-    assert!(
-        after.saturating_sub(start) * 10 <= grown,
-        "after freeing everything RSS is {} MiB above the start (peak {} MiB above)\n{}",
-        (after - start) >> 20,
-        grown >> 20,
-        poolalloc::stats()
-    );
+    let skip_rss = rss_not_the_programs();
+    if let Some(why) = &skip_rss {
+        eprintln!("RSS assertions skipped: {why}");
+    } else {
+        assert!(
+            after.saturating_sub(start) * 10 <= grown,
+            "after freeing everything RSS is {} MiB above the start (peak {} MiB above)\n{}",
+            after.saturating_sub(start) >> 20,
+            grown >> 20,
+            poolalloc::stats()
+        );
+    }
     poolalloc::trim();
     let trimmed = poolalloc::stats();
     eprintln!("after trim():\n{trimmed}");
-    assert!(trimmed.rss_bytes.unwrap() <= start + (4 << 20), "{trimmed}");
+    if skip_rss.is_none() {
+        assert!(trimmed.rss_bytes.unwrap() <= start + (4 << 20), "{trimmed}");
+    }
     assert!(
         trimmed.reserved_bytes <= 8 * poolalloc::CHUNK_SIZE,
         "{trimmed}"

@@ -6,8 +6,9 @@
 
 use poolalloc::testing::{count, forbid, set_limit};
 use std::hint::black_box;
-use std::os::unix::process::ExitStatusExt;
-use std::process::Command;
+
+#[path = "common/child.rs"]
+mod subprocess;
 
 #[global_allocator]
 static GLOBAL: poolalloc::PoolAlloc = poolalloc::PoolAlloc::new();
@@ -80,22 +81,21 @@ fn child_entry() {
     if let Ok(case) = std::env::var("POOLALLOC_TESTING_DEATH") {
         run_case(&case);
         // Not caught: exit with a distinctive code so the parent reports it.
-        std::process::exit(3);
+        std::process::exit(subprocess::RETURNED);
     }
 }
 
 #[test]
 fn each_case_aborts_with_a_message_naming_the_layout() {
-    let exe = std::env::current_exe().unwrap();
     let mut failures = Vec::new();
     for &(case, expect) in CASES {
-        let out = Command::new(&exe)
+        let out = subprocess::this_binary()
             .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
             .env("POOLALLOC_TESTING_DEATH", case)
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
-        let aborted = out.status.signal() == Some(6); // SIGABRT on Linux
+        let aborted = subprocess::aborted(&out.status);
         if !aborted || !stderr.contains(expect) {
             failures.push(format!(
                 "{case}: status {:?}, expected an abort with {expect:?}, stderr:\n{stderr}",

@@ -18,9 +18,10 @@ use hashbrown::{DefaultHashBuilder, HashMap};
 use poolalloc::PoolAlloc;
 use poolalloc::testing::{Counts, FailingAlloc, count, forbid, set_limit};
 use std::fmt::Write as _;
-use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::Command;
+
+#[path = "common/child.rs"]
+mod subprocess;
 
 #[global_allocator]
 static GLOBAL: PoolAlloc = PoolAlloc::new();
@@ -463,15 +464,14 @@ fn child_entry() {
 
 /// Runs `case` in a child process; `Err` describes how it did not end as expected.
 fn child(case: &str, must_abort: bool, expect: &str) -> Result<String, String> {
-    let exe = std::env::current_exe().unwrap();
-    let out = Command::new(&exe)
+    let out = subprocess::this_binary()
         .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
         .env("POOLALLOC_CASE", case)
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     let ok = if must_abort {
-        out.status.signal() == Some(6) // SIGABRT
+        subprocess::aborted(&out.status)
     } else {
         out.status.success()
     };

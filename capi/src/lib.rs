@@ -14,6 +14,10 @@
 //! Alignment: a block of 16 bytes or more is 16-aligned (`alignof(max_align_t)`), as glibc's are
 //! and as compilers assume of `malloc`; smaller blocks are 8-aligned (no object that fits in them
 //! needs more).
+//!
+//! Linux only (glibc's allocation functions, `LD_PRELOAD`): on other targets this library is empty, so
+//! that `cargo build --workspace --target <other>` and `cargo test --workspace --target <other>` pass.
+#![cfg(target_os = "linux")]
 
 use core::ffi::c_void;
 use core::ptr;

@@ -14,6 +14,9 @@
 //!
 //! Needs gcc, g++, python3, sqlite3 and git: `bash .ci/deps` installs what is missing. Everything built or
 //! written goes under `<workspace>/target/capi-test/`.
+//!
+//! Linux only, as the library is: on other targets this file compiles to no test.
+#![cfg(target_os = "linux")]
 
 use std::env;
 use std::fs;
