@@ -113,9 +113,23 @@ if_fallback! {
 // The data path itself; the GlobalAlloc methods above add only the `testing` hooks (compiled out
 // without the feature). Each has GlobalAlloc's contract for the method of the same name.
 if_pools! {
+/// The layout a block is served with: the caller's, except that on musl a block of 16 bytes or
+/// more is 16-aligned, as malloc's are. Rust's musl targets link LLVM's libunwind, which reads the
+/// exception object (which std allocates with alignment 8) with 16-byte SSE moves: with 8-aligned
+/// blocks every unwinding panic crashed. Elsewhere this is the identity and compiles away.
+#[inline(always)]
+fn block_layout(layout: Layout) -> Layout {
+    if cfg!(target_env = "musl") && layout.size() >= 16 && layout.align() < 16 {
+        Layout::from_size_align(layout.size(), 16).unwrap_or(layout)
+    } else {
+        layout
+    }
+}
+
 impl PoolAlloc {
     #[inline(always)]
     unsafe fn raw_alloc(&self, layout: Layout) -> *mut u8 {
+        let layout = block_layout(layout);
         match class_of(layout.size(), layout.align()) {
             Some(c) => {
                 let p = heap::alloc(c, layout.size());
@@ -131,6 +145,7 @@ impl PoolAlloc {
 
     #[inline(always)]
     unsafe fn raw_dealloc(&self, ptr: *mut u8, layout: Layout) {
+        let layout = block_layout(layout);
         if size_class::is_small(layout.size(), layout.align()) {
             hardened::on_free(ptr, layout);
             // SAFETY: ptr is a live small block (caller's contract); its chunk header names its
@@ -144,6 +159,7 @@ impl PoolAlloc {
 
     #[inline(always)]
     unsafe fn raw_alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        let layout = block_layout(layout);
         match class_of(layout.size(), layout.align()) {
             Some(c) => {
                 let p = heap::alloc(c, layout.size());
@@ -161,8 +177,15 @@ impl PoolAlloc {
     }
 
     unsafe fn raw_realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let old = class_of(layout.size(), layout.align());
-        let new = class_of(new_size, layout.align());
+        let was = block_layout(layout);
+        let old = class_of(was.size(), was.align());
+        let new = match Layout::from_size_align(new_size, layout.align()) {
+            Ok(l) => {
+                let l = block_layout(l);
+                class_of(l.size(), l.align())
+            }
+            Err(_) => None,
+        };
         match old {
             Some(a) => hardened::check_live(ptr, a),
             None => hardened::on_large_free(ptr, true),
@@ -227,7 +250,8 @@ impl PoolAlloc {
 #[inline]
 pub fn usable_size(layout: Layout) -> usize {
     if_pools! {
-        if let Some(c) = class_of(layout.size(), layout.align()) {
+        let l = block_layout(layout);
+        if let Some(c) = class_of(l.size(), l.align()) {
             return size_class::size_of(c);
         }
     }
