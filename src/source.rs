@@ -8,7 +8,8 @@
 //!   purged by the background purger thread, so a program that frees a heap and builds it again
 //!   soon after reuses the pages without faulting them in again, and one that frees everything and
 //!   goes idle still sees its RSS fall within a second, with no call. At most [`WAITING_MAX`]
-//!   chunks (16 MiB) wait at once process-wide.
+//!   chunks (16 MiB) wait at once process-wide. A class with no empty chunk of its own takes
+//!   another class's (its pages are still resident) before a spare or a fresh chunk.
 //! - **Abandoned chunks**, per class: chunks with live slots whose owning thread exited. A heap
 //!   that needs a chunk of the class adopts one; the purger (and `trim`) collects their remote
 //!   frees and releases those that became empty.
@@ -25,7 +26,7 @@ use crate::lock::Lock;
 use crate::size_class::NUM_CLASSES;
 use crate::{os, purger, settings, span};
 use core::ptr;
-use core::sync::atomic::{AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// Chunks mapped together in one region: 16 where part of a mapping can be unmapped, else 1 (on
 /// Windows a reservation is released whole, so each chunk is a reservation of its own).
@@ -37,6 +38,10 @@ const WAITING_MAX: usize = 64;
 
 /// Empty chunks waiting for the purger, all classes together.
 static WAITING: AtomicUsize = AtomicUsize::new(0);
+
+/// Bit `c`: class `c`'s empty list may hold a chunk (set under the class lock when one is pushed,
+/// cleared under it when the list empties; read without the lock as a hint).
+static NONEMPTY: AtomicU64 = AtomicU64::new(0);
 
 // ---------------------------------------------------------------------------------------------------
 // Regions and spares.
@@ -172,8 +177,9 @@ static CHUNKS: [AtomicUsize; NUM_CLASSES] = [const { AtomicUsize::new(0) }; NUM_
 /// heaps' pending counters are offset by (see `heap::class_totals`).
 static COLLECTED: [AtomicUsize; NUM_CLASSES] = [const { AtomicUsize::new(0) }; NUM_CLASSES];
 
-/// A chunk of class `class` with no owner and no slot handed out (a retained empty one, else a
-/// fresh one), or null when out of memory.
+/// A chunk of class `class` with no owner and no slot handed out (a retained empty one of the
+/// class, else an empty one of another class, else a spare or a fresh one), or null when out of
+/// memory.
 pub fn acquire(class: usize) -> *mut Chunk {
     link::init();
     {
@@ -185,10 +191,40 @@ pub fn acquire(class: usize) -> *mut Chunk {
             unsafe {
                 l.empty = (*c).next;
                 l.nempty -= 1;
+                if l.nempty == 0 {
+                    NONEMPTY.fetch_and(!(1 << class), Ordering::Relaxed);
+                }
                 drop(l);
                 WAITING.fetch_sub(1, Ordering::Relaxed);
                 return chunk::init(chunk::base(c), class);
             }
+        }
+    }
+    // An empty chunk of another class: its pages are still resident (it has not been purged), so
+    // re-initialised for this class it costs no page fault, where a spare or a fresh chunk costs
+    // one per page (a program whose sizes drift frees chunks of one class and wants another's).
+    let mut m = NONEMPTY.load(Ordering::Relaxed) & !(1 << class);
+    while m != 0 {
+        let other = m.trailing_zeros() as usize;
+        m &= m - 1;
+        let mut l = CLASSES[other].lock();
+        let c = l.empty;
+        if c.is_null() {
+            continue;
+        }
+        // SAFETY: c heads the empty list of `other`, whose lock we hold: no heap owns it and no
+        // slot of it is handed out, so it is ours to re-initialise for `class`.
+        unsafe {
+            l.empty = (*c).next;
+            l.nempty -= 1;
+            if l.nempty == 0 {
+                NONEMPTY.fetch_and(!(1 << other), Ordering::Relaxed);
+            }
+            drop(l);
+            WAITING.fetch_sub(1, Ordering::Relaxed);
+            CHUNKS[other].fetch_sub(1, Ordering::Relaxed);
+            CHUNKS[class].fetch_add(1, Ordering::Relaxed);
+            return chunk::init(chunk::base(c), class);
         }
     }
     let base = map_chunk();
@@ -220,6 +256,7 @@ pub unsafe fn release(c: *mut Chunk) {
         }
         l.empty = c;
         l.nempty += 1;
+        NONEMPTY.fetch_or(1 << class, Ordering::Relaxed);
         return;
     }
     drop(l);
@@ -338,6 +375,9 @@ fn purge_empty(class: usize, keep: usize, now: u32, delay_ms: u32) {
             }
         }
         l.nempty -= gone;
+        if l.nempty == 0 {
+            NONEMPTY.fetch_and(!(1 << class), Ordering::Relaxed);
+        }
         WAITING.fetch_sub(gone, Ordering::Relaxed);
         out
     };
