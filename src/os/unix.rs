@@ -599,7 +599,30 @@ pub unsafe fn copy_readable(src: *const u8, dst: *mut u8, len: usize) {
         };
         // SAFETY: process_vm_readv reads our own memory through the kernel, which stops at the
         // first unreadable page instead of faulting; dst holds len writable bytes (caller).
-        unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+        let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+        if n < 0 {
+            // Not available (ENOSYS under qemu-user, EPERM under a seccomp policy): copy page by
+            // page while the kernel says the page is mapped (`mincore` fails on a hole). The
+            // first page holds the block's start, so it is readable.
+            let page = super::page_size();
+            let mut done = 0;
+            while done < len {
+                let at = src as usize + done;
+                let base = at & !(page - 1);
+                let mut resident = 0u8;
+                // SAFETY: mincore only inspects the mapping of [base, base + page).
+                let mapped = done == 0
+                    || unsafe { libc::mincore(base as *mut libc::c_void, page, &mut resident) }
+                        == 0;
+                if !mapped {
+                    break;
+                }
+                let n = (base + page - at).min(len - done);
+                // SAFETY: [at, at + n) lies in one mapped page; dst has room for len bytes.
+                unsafe { ptr::copy_nonoverlapping(at as *const u8, dst.add(done), n) };
+                done += n;
+            }
+        }
     }
     #[cfg(not(any(target_os = "linux", target_os = "android")))]
     // SAFETY: both ranges are valid for len bytes (caller) and distinct blocks.
