@@ -23,7 +23,7 @@ for r in range(rounds):
     for wi, w in enumerate(wls):
         for k in range(len(names)):
             n = names[(k + r + wi) % len(names)]
-            env = dict(os.environ, POOLALLOC_WORKLOAD=w, POOLALLOC_BENCH_ALLOC="poolalloc", POOLALLOC_THREADS="2", POOLALLOC_SCALE=scale)
+            env = dict(os.environ, POOLALLOC_BENCH_WORKLOAD=w, POOLALLOC_BENCH_ALLOC="poolalloc", POOLALLOC_BENCH_THREADS="2", POOLALLOC_BENCH_SCALE=scale)
             out = subprocess.run([bins[n]], env=env, capture_output=True, text=True).stdout
             line = [l for l in out.splitlines() if l.startswith("RESULT")][0]
             secs = float(line.split()[1].split('=')[1])

@@ -1,5 +1,5 @@
 //! Death tests of the `hardened` feature: each misuse runs in a child process (this test binary
-//! re-run with POOLALLOC_DEATH naming the case), which must abort with a message naming the problem.
+//! re-run with POOLALLOC_TEST_DEATH naming the case), which must abort with a message naming the problem.
 //! Run with `cargo test --features hardened --test hardened`.
 #![cfg(feature = "hardened")]
 
@@ -150,7 +150,7 @@ unsafe fn alloc_until(p: *mut u8, l: Layout) {
 /// In a child: run the case named by the environment. In the parent: does nothing.
 #[test]
 fn child_entry() {
-    if let Ok(case) = std::env::var("POOLALLOC_DEATH") {
+    if let Ok(case) = std::env::var("POOLALLOC_TEST_DEATH") {
         run_case(&case);
         // Not caught: exit with a distinctive code so the parent reports it.
         std::process::exit(subprocess::RETURNED);
@@ -163,7 +163,7 @@ fn every_misuse_aborts_with_a_message_naming_it() {
     for &(case, expect) in CASES {
         let out = subprocess::this_binary()
             .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
-            .env("POOLALLOC_DEATH", case)
+            .env("POOLALLOC_TEST_DEATH", case)
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);

@@ -1,6 +1,6 @@
 //! Death tests of the `testing` feature: an allocation inside `forbid`, and an infallible allocation
 //! above the limit, must abort with a message naming the layout. Each case runs in a child process
-//! (this test binary re-run with POOLALLOC_TESTING_DEATH naming the case). Needs the `testing`
+//! (this test binary re-run with POOLALLOC_TEST_TESTING_DEATH naming the case). Needs the `testing`
 //! feature.
 #![cfg(feature = "testing")]
 
@@ -78,7 +78,7 @@ fn run_case(case: &str) {
 /// In a child: run the case named by the environment. In the parent: does nothing.
 #[test]
 fn child_entry() {
-    if let Ok(case) = std::env::var("POOLALLOC_TESTING_DEATH") {
+    if let Ok(case) = std::env::var("POOLALLOC_TEST_TESTING_DEATH") {
         run_case(&case);
         // Not caught: exit with a distinctive code so the parent reports it.
         std::process::exit(subprocess::RETURNED);
@@ -91,7 +91,7 @@ fn each_case_aborts_with_a_message_naming_the_layout() {
     for &(case, expect) in CASES {
         let out = subprocess::this_binary()
             .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
-            .env("POOLALLOC_TESTING_DEATH", case)
+            .env("POOLALLOC_TEST_TESTING_DEATH", case)
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);

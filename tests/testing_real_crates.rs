@@ -6,7 +6,7 @@
 //! --nocapture` prints them).
 //!
 //! Limit cases change the whole process, so they run in a child process (this binary re-run with
-//! POOLALLOC_CASE naming the case), as do the cases that must abort.
+//! POOLALLOC_TEST_CASE naming the case), as do the cases that must abort.
 
 #[path = "shadow/collections.rs"]
 mod collections;
@@ -456,7 +456,7 @@ fn run_case(case: &str) {
 /// In a child: run the case named by the environment. In the parent: does nothing.
 #[test]
 fn child_entry() {
-    if let Ok(case) = std::env::var("POOLALLOC_CASE") {
+    if let Ok(case) = std::env::var("POOLALLOC_TEST_CASE") {
         run_case(&case);
         std::process::exit(0);
     }
@@ -466,7 +466,7 @@ fn child_entry() {
 fn child(case: &str, must_abort: bool, expect: &str) -> Result<String, String> {
     let out = subprocess::this_binary()
         .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
-        .env("POOLALLOC_CASE", case)
+        .env("POOLALLOC_TEST_CASE", case)
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);

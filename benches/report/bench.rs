@@ -608,7 +608,7 @@ fn syn_parse(p: Params) -> Extra {
 /// MB, written by the parent) into a `Value`, serialises it and parses it back, several times.
 fn json_roundtrip(p: Params) -> Extra {
     let t = Instant::now();
-    let path = std::env::var("POOLALLOC_JSON").expect("the parent passes the JSON document");
+    let path = std::env::var("POOLALLOC_BENCH_JSON").expect("the parent passes the JSON document");
     let text = std::fs::read_to_string(&path).expect("cannot read the JSON document");
     let setup = t.elapsed();
     for round in 0..10 * p.scale {
@@ -804,11 +804,11 @@ const WORKLOADS: &[(&str, Workload, bool)] = &[
 // Child and parent.
 
 fn child(workload: &str) {
-    let threads = std::env::var("POOLALLOC_THREADS")
+    let threads = std::env::var("POOLALLOC_BENCH_THREADS")
         .ok()
         .and_then(|t| t.parse().ok())
         .unwrap_or(2);
-    let scale = std::env::var("POOLALLOC_SCALE")
+    let scale = std::env::var("POOLALLOC_BENCH_SCALE")
         .ok()
         .and_then(|t| t.parse().ok())
         .unwrap_or(1);
@@ -900,7 +900,7 @@ fn out_dir() -> PathBuf {
 }
 
 pub fn main() {
-    if let Ok(w) = std::env::var("POOLALLOC_WORKLOAD") {
+    if let Ok(w) = std::env::var("POOLALLOC_BENCH_WORKLOAD") {
         child(&w);
         return;
     }
@@ -931,11 +931,11 @@ pub fn main() {
                     (&exe, ALLOCATORS[ai])
                 };
                 let out = Command::new(bin)
-                    .env("POOLALLOC_WORKLOAD", w.0)
-                    .env("POOLALLOC_JSON", &json)
+                    .env("POOLALLOC_BENCH_WORKLOAD", w.0)
+                    .env("POOLALLOC_BENCH_JSON", &json)
                     .env("POOLALLOC_BENCH_ALLOC", alloc)
-                    .env("POOLALLOC_THREADS", threads.to_string())
-                    .env("POOLALLOC_SCALE", scale.to_string())
+                    .env("POOLALLOC_BENCH_THREADS", threads.to_string())
+                    .env("POOLALLOC_BENCH_SCALE", scale.to_string())
                     .output()
                     .expect("cannot run the workload child");
                 let stdout = String::from_utf8_lossy(&out.stdout);

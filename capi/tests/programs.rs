@@ -1,9 +1,9 @@
 //! Real programs under `LD_PRELOAD` of `libpoolalloc_c.so`: python3, gcc, sqlite3, git, and the C/C++ tests
 //! of `tests/c/` (every exported function's edge cases, allocation at odd moments of a process's life).
 //!
-//! The library: `POOLALLOC_C_SO` if set, else built here with
+//! The library: `POOLALLOC_TEST_C_SO` if set, else built here with
 //! `$CARGO build --release -p poolalloc-c --target-dir <workspace>/target/capi-test` (a target dir of its own:
-//! the outer `cargo test` holds the lock of the usual one). `POOLALLOC_C_SO=glibc` runs every program
+//! the outer `cargo test` holds the lock of the usual one). `POOLALLOC_TEST_C_SO=glibc` runs every program
 //! without an allocator preloaded, and a peer's path (`/usr/lib/x86_64-linux-gnu/libjemalloc.so.2`,
 //! `.../libmimalloc.so.2`) runs them under that allocator: that is how the tests themselves are checked.
 //!
@@ -82,12 +82,12 @@ fn setup() -> &'static Setup {
     SETUP.get_or_init(|| {
         let root = workspace().join("target").join("capi-test");
         fs::create_dir_all(&root).expect("create target/capi-test");
-        let so = match env::var("POOLALLOC_C_SO") {
+        let so = match env::var("POOLALLOC_TEST_C_SO") {
             Ok(v) if v == "glibc" => None,
             Ok(v) => {
                 let p = PathBuf::from(v);
-                assert!(p.is_file(), "POOLALLOC_C_SO={} is not a file", p.display());
-                Some(fs::canonicalize(&p).expect("canonicalize POOLALLOC_C_SO"))
+                assert!(p.is_file(), "POOLALLOC_TEST_C_SO={} is not a file", p.display());
+                Some(fs::canonicalize(&p).expect("canonicalize POOLALLOC_TEST_C_SO"))
             }
             Err(_) => Some(build_library(&root)),
         };
@@ -159,7 +159,7 @@ impl Setup {
         }
         libs.push_str(&self.witness.display().to_string());
         cmd.env("LD_PRELOAD", libs)
-            .env("POOLALLOC_WITNESS_LOG", log);
+            .env("POOLALLOC_TEST_WITNESS_LOG", log);
     }
 
     /// Checks the witness log: every process resolved the four functions to the allocator, and each of
@@ -615,7 +615,7 @@ fn git_on_a_fresh_repository() {
                     libs = format!("{} ", so.display());
                 }
                 libs.push_str(&s.witness.display().to_string());
-                c.env("LD_PRELOAD", libs).env("POOLALLOC_WITNESS_LOG", log);
+                c.env("LD_PRELOAD", libs).env("POOLALLOC_TEST_WITNESS_LOG", log);
             }
             let out = run_ok(&mut c, &format!("git {}", args.join(" ")));
             format!(

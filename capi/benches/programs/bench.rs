@@ -35,9 +35,9 @@
 //! program is run once per allocator with `LD_DEBUG=bindings` and the benchmark fails unless
 //! `malloc` and `free` bind to the intended library in every process it started.
 //!
-//! The library: `POOLALLOC_C_SO=<path>` if set, else built with `$CARGO build --release -p
+//! The library: `POOLALLOC_TEST_C_SO=<path>` if set, else built with `$CARGO build --release -p
 //! poolalloc-c` in its own target directory (`target/capi-bench`: the running `cargo bench` holds
-//! the lock of the usual one). A `POOLALLOC_C_SO` whose file name is not `libpoolalloc_c.so`
+//! the lock of the usual one). A `POOLALLOC_TEST_C_SO` whose file name is not `libpoolalloc_c.so`
 //! (a stand-in while the library is being written) is named as such in the report.
 //!
 //! Missing programs or peers make the benchmark fail with a message naming `bash .ci/deps`.
@@ -831,12 +831,12 @@ fn workspace() -> PathBuf {
         .to_path_buf()
 }
 
-/// `POOLALLOC_C_SO`, else `libpoolalloc_c.so` built in `target/capi-bench`; it must export the
+/// `POOLALLOC_TEST_C_SO`, else `libpoolalloc_c.so` built in `target/capi-bench`; it must export the
 /// C allocation functions.
 fn library() -> PathBuf {
-    let so = if let Some(p) = std::env::var_os("POOLALLOC_C_SO") {
+    let so = if let Some(p) = std::env::var_os("POOLALLOC_TEST_C_SO") {
         let p = PathBuf::from(p);
-        assert!(p.is_file(), "POOLALLOC_C_SO={} is not a file", p.display());
+        assert!(p.is_file(), "POOLALLOC_TEST_C_SO={} is not a file", p.display());
         p
     } else {
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
@@ -882,14 +882,14 @@ fn need_program(name: &str) {
 /// The real CPython 3 executable (not a version manager's shell-script shim, which the preload
 /// would also measure).
 fn python() -> PathBuf {
-    if let Some(p) = std::env::var_os("POOLALLOC_PYTHON") {
+    if let Some(p) = std::env::var_os("POOLALLOC_TEST_PYTHON") {
         return PathBuf::from(p);
     }
     let p = PathBuf::from("/usr/bin/python3");
     assert!(
         p.is_file(),
         "/usr/bin/python3 is missing: install Debian's python3 (apt-get install -y python3), or set \
-         POOLALLOC_PYTHON to a CPython executable"
+         POOLALLOC_TEST_PYTHON to a CPython executable"
     );
     p
 }
@@ -1088,7 +1088,7 @@ fn environment(so: &Path) -> String {
         )
     } else {
         format!(
-            "**STAND-IN, NOT POOLALLOC**: `{}` (POOLALLOC_C_SO); the poolalloc column measures that library",
+            "**STAND-IN, NOT POOLALLOC**: `{}` (POOLALLOC_TEST_C_SO); the poolalloc column measures that library",
             so.display()
         )
     };

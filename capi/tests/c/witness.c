@@ -1,7 +1,7 @@
 /* Preloaded after the library under test, in every process a test starts (children included): records
  * which library malloc, free, calloc and realloc resolve to in that process, so the test can check that
  * the preload was in effect everywhere. Appends one line "<exe>\t<malloc's library>\t<ok|MIXED>" to the
- * file named by POOLALLOC_WITNESS_LOG ("MIXED" when the four do not come from the same library). */
+ * file named by POOLALLOC_TEST_WITNESS_LOG ("MIXED" when the four do not come from the same library). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -42,7 +42,7 @@ static const char *library_of(const char *name) {
 }
 
 __attribute__((constructor)) static void witness(void) {
-  const char *log = getenv("POOLALLOC_WITNESS_LOG");
+  const char *log = getenv("POOLALLOC_TEST_WITNESS_LOG");
   if (log == NULL) return;
   char exe[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
