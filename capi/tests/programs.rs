@@ -86,7 +86,11 @@ fn setup() -> &'static Setup {
             Ok(v) if v == "glibc" => None,
             Ok(v) => {
                 let p = PathBuf::from(v);
-                assert!(p.is_file(), "POOLALLOC_TEST_C_SO={} is not a file", p.display());
+                assert!(
+                    p.is_file(),
+                    "POOLALLOC_TEST_C_SO={} is not a file",
+                    p.display()
+                );
                 Some(fs::canonicalize(&p).expect("canonicalize POOLALLOC_TEST_C_SO"))
             }
             Err(_) => Some(build_library(&root)),
@@ -615,7 +619,8 @@ fn git_on_a_fresh_repository() {
                     libs = format!("{} ", so.display());
                 }
                 libs.push_str(&s.witness.display().to_string());
-                c.env("LD_PRELOAD", libs).env("POOLALLOC_TEST_WITNESS_LOG", log);
+                c.env("LD_PRELOAD", libs)
+                    .env("POOLALLOC_TEST_WITNESS_LOG", log);
             }
             let out = run_ok(&mut c, &format!("git {}", args.join(" ")));
             format!(

@@ -836,7 +836,11 @@ fn workspace() -> PathBuf {
 fn library() -> PathBuf {
     let so = if let Some(p) = std::env::var_os("POOLALLOC_TEST_C_SO") {
         let p = PathBuf::from(p);
-        assert!(p.is_file(), "POOLALLOC_TEST_C_SO={} is not a file", p.display());
+        assert!(
+            p.is_file(),
+            "POOLALLOC_TEST_C_SO={} is not a file",
+            p.display()
+        );
         p
     } else {
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
