@@ -104,7 +104,7 @@ pub fn count<R>(f: impl FnOnce() -> R) -> (R, Counts) {
                     s.table.clear();
                 }
             });
-            super::hooks::disarm();
+            super::armed::disarm();
         }
     }
     let frame = STATE.with(|s| Frame {
@@ -114,7 +114,7 @@ pub fn count<R>(f: impl FnOnce() -> R) -> (R, Counts) {
         parent: s.top.get(),
     });
     STATE.with(|s| s.top.set(&frame));
-    super::hooks::arm();
+    super::armed::arm();
     let scope = Scope(&frame);
     let r = f();
     drop(scope);

@@ -40,11 +40,11 @@ pub fn forbid<R>(f: impl FnOnce() -> R) -> R {
     impl Drop for Scope {
         fn drop(&mut self) {
             DEPTH.with(|d| d.set(d.get() - 1));
-            super::hooks::disarm();
+            super::armed::disarm();
         }
     }
     DEPTH.with(|d| d.set(d.get() + 1));
-    super::hooks::arm();
+    super::armed::arm();
     let _scope = Scope;
     f()
 }

@@ -2,25 +2,9 @@
 //! and free while nothing is armed; with a limit set, or a `count` or `forbid` running in any
 //! thread, the calls below.
 
+pub use super::armed::armed;
 use super::{counts, forbid, limit};
 use core::alloc::Layout;
-use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-
-/// Number of reasons to watch: a limit is set (1), plus each running `count` and `forbid` scope.
-static ARMED: AtomicUsize = AtomicUsize::new(0);
-
-#[inline(always)]
-pub fn armed() -> bool {
-    ARMED.load(Relaxed) != 0
-}
-
-pub(super) fn arm() {
-    ARMED.fetch_add(1, Relaxed);
-}
-
-pub(super) fn disarm() {
-    ARMED.fetch_sub(1, Relaxed);
-}
 
 /// Before an allocation of `layout`: aborts inside `forbid`; false when the limit refuses it.
 #[inline]

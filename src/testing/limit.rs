@@ -56,7 +56,7 @@ pub fn set_limit(limit: Option<usize>) {
             if !ON.load(Relaxed) {
                 LIVE.store(0, Relaxed);
                 ON.store(true, Relaxed);
-                super::hooks::arm();
+                super::armed::arm();
                 // From here on, allocations and frees move LIVE; add what was live before.
                 let s = crate::stats::stats();
                 LIVE.fetch_add(s.requested_bytes + s.large_bytes, Relaxed);
@@ -66,7 +66,7 @@ pub fn set_limit(limit: Option<usize>) {
             if ON.load(Relaxed) {
                 ON.store(false, Relaxed);
                 LIMIT.store(usize::MAX, Relaxed);
-                super::hooks::disarm();
+                super::armed::disarm();
             }
         }
     }

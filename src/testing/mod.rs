@@ -41,6 +41,8 @@ mod failing_alloc;
 pub use failing_alloc::FailingAlloc;
 
 #[cfg(feature = "testing")]
+mod armed;
+#[cfg(feature = "testing")]
 mod counts;
 #[cfg(feature = "testing")]
 mod forbid;
