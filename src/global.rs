@@ -126,6 +126,16 @@ fn block_layout(layout: Layout) -> Layout {
     }
 }
 
+/// The alignment `block_layout` gives a block of `size` bytes asked with `align`.
+#[inline(always)]
+fn block_align(size: usize, align: usize) -> usize {
+    if cfg!(target_env = "musl") && size >= 16 {
+        align.max(16)
+    } else {
+        align
+    }
+}
+
 impl PoolAlloc {
     #[inline(always)]
     unsafe fn raw_alloc(&self, layout: Layout) -> *mut u8 {
@@ -177,15 +187,8 @@ impl PoolAlloc {
     }
 
     unsafe fn raw_realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let was = block_layout(layout);
-        let old = class_of(was.size(), was.align());
-        let new = match Layout::from_size_align(new_size, layout.align()) {
-            Ok(l) => {
-                let l = block_layout(l);
-                class_of(l.size(), l.align())
-            }
-            Err(_) => None,
-        };
+        let old = class_of(layout.size(), block_align(layout.size(), layout.align()));
+        let new = class_of(new_size, block_align(new_size, layout.align()));
         match old {
             Some(a) => hardened::check_live(ptr, a),
             None => hardened::on_large_free(ptr, true),

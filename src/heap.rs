@@ -23,9 +23,10 @@
 //! threads), so a remote freer may follow a stale `owner` pointer: the worst it does is set a hint
 //! bit in a heap that no longer owns the chunk, and the hint is only a prompt to look.
 //!
-//! Thread exit (the OS layer's thread-exit hook: a pthread key destructor, a Windows FLS callback): every chunk's remote frees are collected, empty chunks
-//! go back to the source, chunks with live slots are abandoned to the source; the thread's counters
-//! fold into the orphan totals and the heap goes on the free list. The thread's TLS then names the
+//! Thread exit (the OS layer's thread-exit hook: a pthread key destructor, a Windows FLS
+//! callback): every chunk's remote frees are collected, empty chunks go back to the source,
+//! chunks with live slots are abandoned to the source; the thread's counters fold into the orphan
+//! totals and the heap goes on the free list. The thread's TLS then names the
 //! static *exited* heap: its frees take the remote path and its allocations go to the shared heap,
 //! under a lock. Before its first allocation a thread names the static *empty* heap, whose classes
 //! all point at a dummy chunk with nothing to hand out, so the fast path needs no check.

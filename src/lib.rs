@@ -32,7 +32,8 @@
 //!                                        │                 ▼
 //!                                        │     local frees, remote frees (one swap), carve a page;
 //!                                        │     next chunk of the heap; adopt an abandoned chunk;
-//!                                        │     chunk source (retained empty, purged spare, mmap)
+//!                                        │     chunk source (empty of the class, empty of another
+//!                                        │     class, purged spare, mmap)
 //!                                        └─ none ────▶ System (malloc / posix_memalign)
 //! ```
 //!

@@ -182,50 +182,25 @@ static COLLECTED: [AtomicUsize; NUM_CLASSES] = [const { AtomicUsize::new(0) }; N
 /// memory.
 pub fn acquire(class: usize) -> *mut Chunk {
     link::init();
-    {
-        let mut l = CLASSES[class].lock();
-        let c = l.empty;
-        if !c.is_null() {
-            // SAFETY: c heads the empty list; we hold its lock, so the chunk is ours to re-init (its
-            // slots are all free).
-            unsafe {
-                l.empty = (*c).next;
-                l.nempty -= 1;
-                if l.nempty == 0 {
-                    NONEMPTY.fetch_and(!(1 << class), Ordering::Relaxed);
-                }
-                drop(l);
-                WAITING.fetch_sub(1, Ordering::Relaxed);
-                return chunk::init(chunk::base(c), class);
-            }
-        }
-    }
-    // An empty chunk of another class: its pages are still resident (it has not been purged), so
-    // re-initialised for this class it costs no page fault, where a spare or a fresh chunk costs
-    // one per page (a program whose sizes drift frees chunks of one class and wants another's).
-    let mut m = NONEMPTY.load(Ordering::Relaxed) & !(1 << class);
-    while m != 0 {
-        let other = m.trailing_zeros() as usize;
-        m &= m - 1;
-        let mut l = CLASSES[other].lock();
-        let c = l.empty;
+    // An empty chunk of the class; else one of another class: its pages are still resident (it
+    // has not been purged), so re-initialised for this class it costs no page fault, where a spare
+    // or a fresh chunk costs one per page (a program whose sizes drift frees chunks of one class
+    // and wants another's).
+    let others = NONEMPTY.load(Ordering::Relaxed) & !(1 << class);
+    let candidates =
+        core::iter::once(class).chain((0..NUM_CLASSES).filter(|&o| others & (1 << o) != 0));
+    for from in candidates {
+        let c = take_empty(from);
         if c.is_null() {
             continue;
         }
-        // SAFETY: c heads the empty list of `other`, whose lock we hold: no heap owns it and no
-        // slot of it is handed out, so it is ours to re-initialise for `class`.
-        unsafe {
-            l.empty = (*c).next;
-            l.nempty -= 1;
-            if l.nempty == 0 {
-                NONEMPTY.fetch_and(!(1 << other), Ordering::Relaxed);
-            }
-            drop(l);
-            WAITING.fetch_sub(1, Ordering::Relaxed);
-            CHUNKS[other].fetch_sub(1, Ordering::Relaxed);
+        if from != class {
+            CHUNKS[from].fetch_sub(1, Ordering::Relaxed);
             CHUNKS[class].fetch_add(1, Ordering::Relaxed);
-            return chunk::init(chunk::base(c), class);
         }
+        // SAFETY: c came off an empty list: no heap owns it and none of its slots is handed out,
+        // so it is ours to re-initialise for `class`.
+        return unsafe { chunk::init(chunk::base(c), class) };
     }
     let base = map_chunk();
     if base.is_null() {
@@ -234,6 +209,24 @@ pub fn acquire(class: usize) -> *mut Chunk {
     CHUNKS[class].fetch_add(1, Ordering::Relaxed);
     // SAFETY: a chunk from the regions is aligned, zeroed and ours alone.
     unsafe { chunk::init(base, class) }
+}
+
+/// Takes the newest empty chunk of `class` off its list (null when there is none).
+fn take_empty(class: usize) -> *mut Chunk {
+    let mut l = CLASSES[class].lock();
+    let c = l.empty;
+    if c.is_null() {
+        return c;
+    }
+    // SAFETY: c heads the empty list, whose lock we hold: its `next` is the list's own link.
+    l.empty = unsafe { (*c).next };
+    l.nempty -= 1;
+    if l.nempty == 0 {
+        NONEMPTY.fetch_and(!(1 << class), Ordering::Relaxed);
+    }
+    drop(l);
+    WAITING.fetch_sub(1, Ordering::Relaxed);
+    c
 }
 
 /// Takes back a chunk whose slots are all free: retained, waiting for the purger, or purged now.

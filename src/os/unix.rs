@@ -416,12 +416,8 @@ pub fn rss_bytes() -> Option<usize> {
         let mut kp: libc::kinfo_proc = unsafe { core::mem::zeroed() };
         let mut len = size_of::<libc::kinfo_proc>();
         // SAFETY: getpid has no preconditions.
-        let mib = [
-            libc::CTL_KERN,
-            libc::KERN_PROC,
-            libc::KERN_PROC_PID,
-            unsafe { libc::getpid() },
-        ];
+        let pid = unsafe { libc::getpid() };
+        let mib = [libc::CTL_KERN, libc::KERN_PROC, libc::KERN_PROC_PID, pid];
         // SAFETY: mib names 4 levels; kp is valid for len bytes of writes; no new value.
         let r = unsafe {
             libc::sysctl(
