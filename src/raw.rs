@@ -249,8 +249,5 @@ pub fn start() {
 /// included), but leaves the system allocator alone (in a C program, that is us).
 /// True when the resident set shrank.
 pub fn trim() -> bool {
-    let before = os::rss_bytes();
-    stats::trim_pools();
-    let after = os::rss_bytes();
-    matches!((before, after), (Some(b), Some(a)) if a < b)
+    stats::rss_shrank(stats::trim_pools)
 }
