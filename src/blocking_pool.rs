@@ -227,9 +227,15 @@ mod tests {
             "BlockingPool { available: 0, waiting: 0, shutdown: false }"
         );
         let e = acquire(&pool).unwrap_err();
-        assert_eq!(e.to_string(), "no resource of the blocking pool became free in time");
+        assert_eq!(
+            e.to_string(),
+            "no resource of the blocking pool became free in time"
+        );
         pool.shutdown();
-        assert_eq!(acquire(&pool).unwrap_err().to_string(), "the blocking pool was shut down");
+        assert_eq!(
+            acquire(&pool).unwrap_err().to_string(),
+            "the blocking pool was shut down"
+        );
         assert_eq!(AcquireError::from(Shutdown), AcquireError::Shutdown);
     }
 

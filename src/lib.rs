@@ -130,6 +130,8 @@ mod blocking_pool;
 #[cfg(any(feature = "hardened", feature = "testing"))]
 mod fatal;
 mod global;
+#[cfg(feature = "testing")]
+mod hooks;
 mod lock;
 mod object_pool;
 mod os;

@@ -692,7 +692,9 @@ impl<T> ExactSizeIterator for Iter<'_, T> {}
 
 impl<T> fmt::Debug for Iter<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Iter").field("left", &self.cursor.left).finish()
+        f.debug_struct("Iter")
+            .field("left", &self.cursor.left)
+            .finish()
     }
 }
 
@@ -721,7 +723,9 @@ impl<T> ExactSizeIterator for IterMut<'_, T> {}
 
 impl<T> fmt::Debug for IterMut<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("IterMut").field("left", &self.cursor.left).finish()
+        f.debug_struct("IterMut")
+            .field("left", &self.cursor.left)
+            .finish()
     }
 }
 

@@ -1,11 +1,12 @@
 //! `FailingAlloc`: an allocator that fails the allocations a schedule names.
 
+use crate::PoolAlloc;
 use allocator_api2::alloc::{AllocError, Allocator};
 use core::alloc::Layout;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
-/// An [`Allocator`] that wraps another (any: `PoolAlloc`, `System`, a bump arena) and fails the allocations a
+/// An [`Allocator`] that wraps another (by default [`PoolAlloc`]) and fails the allocations a
 /// schedule names, so the out-of-memory paths of code written against `Allocator` can be tested,
 /// or driven by a fuzzer's input.
 ///
@@ -35,7 +36,7 @@ use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 ///   every allocation that returned an error, whoever refused it. An allocation the schedule fails
 ///   never reaches the inner allocator.
 /// - Allocations of size zero are counted and scheduled like any other.
-pub struct FailingAlloc<A> {
+pub struct FailingAlloc<A = PoolAlloc> {
     inner: A,
     /// Allocations from this index on fail (`usize::MAX`: none).
     after: usize,
