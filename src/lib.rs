@@ -165,10 +165,20 @@ pub use settings::set_purge_delay_ms;
 pub use settings::{purge_delay, retained_chunks, set_purge_delay, set_retained_chunks};
 pub use stats::{ClassStats, Stats, stats, trim};
 
-/// The README's examples, run as doc tests (some need the `testing` feature, so all run with it).
+/// The examples of the README and of `docs/`, run as doc tests (some need the `testing` feature,
+/// so all run with it).
 #[cfg(all(doctest, feature = "testing"))]
 #[doc = include_str!("../README.md")]
 struct ReadmeExamples;
+#[cfg(all(doctest, feature = "testing"))]
+#[doc = include_str!("../docs/testing.md")]
+struct TestingDocExamples;
+#[cfg(all(doctest, feature = "testing"))]
+#[doc = include_str!("../docs/typed-pools.md")]
+struct TypedPoolsDocExamples;
+#[cfg(all(doctest, feature = "testing"))]
+#[doc = include_str!("../docs/stats-and-settings.md")]
+struct StatsDocExamples;
 
 if_pools! {
     /// Size of every chunk, in bytes.
