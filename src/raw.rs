@@ -134,7 +134,7 @@ pub unsafe fn free(p: *mut u8) {
         }
         // SAFETY: p is a live span block (caller; checked by owner).
         Owner::Large => unsafe { free_large(p) },
-        Owner::Foreign => {}
+        Owner::Foreign => hardened::on_foreign(p, "free"),
     }
 }
 
@@ -241,6 +241,7 @@ pub unsafe fn realloc(p: *mut u8, new_size: usize, align: usize) -> *mut u8 {
             usable
         }
         Owner::Foreign => {
+            hardened::on_foreign(p, "realloc");
             let q = alloc(new_size, align);
             if !q.is_null() {
                 copy_foreign(p, q, new_size);
