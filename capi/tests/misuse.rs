@@ -185,6 +185,40 @@ fn run_case(exe: &Path, case: &str, preload: Option<&Path>) -> Outcome {
     }
 }
 
+/// The hardened library's check of a C++ sized delete: the size must name the block's class.
+#[test]
+fn hardened_sized_delete_checks_the_size() {
+    let root = workspace().join("target");
+    let dir = root.join("capi-test").join("misuse");
+    fs::create_dir_all(&dir).expect("create target/capi-test/misuse");
+    let so = hardened_library(&root);
+    let exe = dir.join("sized_delete");
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/sized_delete.cpp");
+    let built = Command::new("g++")
+        .args(["-O2", "-std=c++17", "-Wall", "-Wextra", "-Werror", "-o"])
+        .arg(&exe)
+        .arg(&source)
+        .env_remove("LD_PRELOAD")
+        .output()
+        .expect("g++ not found: run `bash .ci/deps`");
+    assert!(
+        built.status.success(),
+        "compiling sized_delete.cpp:\n{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    for (case, want) in [
+        ("right", None),
+        ("wrong-class", Some("size mismatch")),
+        ("small-size-of-large", Some("not allocated by poolalloc")),
+    ] {
+        match (run_case(&exe, case, Some(&so)), want) {
+            (Outcome::Survived, None) => {}
+            (Outcome::Caught(6, line), Some(what)) if line.contains(what) => {}
+            (o, _) => panic!("sized_delete {case}: expected {want:?}, got {o:?}"),
+        }
+    }
+}
+
 #[test]
 fn hardened_library_catches_the_misuse_catalogue() {
     let root = workspace().join("target");
