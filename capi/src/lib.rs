@@ -7,6 +7,9 @@
 //! LD_PRELOAD=target/release/libpoolalloc_c.so program …     # or link with -lpoolalloc_c
 //! ```
 //!
+//! `--features hardened` compiles in poolalloc's misuse checks, and a few of the C library's own
+//! (README, "Safety and hardening").
+//!
 //! Nothing here needs an init call, and nothing here allocates: the first `malloc` of a thread
 //! (before `main`, inside libc, in a TLS destructor) sets up what it needs from mmap. C++'s
 //! `operator new`/`delete`, every form (sized, aligned, nothrow, arrays), are exported too (`cpp`).
