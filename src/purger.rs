@@ -30,11 +30,6 @@ pub fn running(tick: fn(u32, u32)) -> bool {
     }
 }
 
-/// Starts the purger if it is not running yet and the delay is not zero.
-pub fn ensure(tick: fn(u32, u32)) {
-    running(tick);
-}
-
 #[cold]
 fn start(tick: fn(u32, u32)) -> bool {
     if STATE
