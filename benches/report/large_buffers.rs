@@ -4,11 +4,12 @@
 //! a writer thread that drops them (a block freed on another thread). Above 32 KiB these are
 //! large blocks: under `PoolAlloc` the system allocator's. Reported like the fragmentation
 //! workloads: time, peak RSS against the peak of live bytes, and RSS right after everything is
-//! freed and one second later.
+//! freed and one second later, with the threads still alive (a server's workers do not exit; an
+//! exiting thread's arena is trimmed by glibc itself).
 
 use super::{Extra, Params, Rng, after_free};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc;
+use std::sync::{Barrier, mpsc};
 
 /// Buffers each thread keeps live.
 const WINDOW: usize = 16;
@@ -19,9 +20,12 @@ pub(super) fn large_buffers(p: Params) -> Extra {
     let peak = AtomicUsize::new(0);
     let (tx, rx) = mpsc::channel::<Vec<u8>>();
     let per_thread = 150 * p.scale;
+    let mut e = Extra::default();
+    // Workers free everything, then wait alive until RSS was measured.
+    let (freed, measured) = (Barrier::new(p.threads + 1), Barrier::new(p.threads + 1));
     std::thread::scope(|s| {
         let live = &live;
-        s.spawn(move || {
+        let dropper = s.spawn(move || {
             for b in rx {
                 live.fetch_sub(b.len(), Ordering::Relaxed);
                 drop(b);
@@ -29,7 +33,7 @@ pub(super) fn large_buffers(p: Params) -> Extra {
         });
         for t in 0..p.threads {
             let tx = tx.clone();
-            let peak = &peak;
+            let (peak, freed, measured) = (&peak, &freed, &measured);
             s.spawn(move || {
                 let mut r = Rng::new(21 + t as u64);
                 let piece = [t as u8; PIECE];
@@ -56,14 +60,17 @@ pub(super) fn large_buffers(p: Params) -> Extra {
                 for b in window {
                     live.fetch_sub(b.len(), Ordering::Relaxed);
                 }
+                drop(tx);
+                freed.wait();
+                measured.wait();
             });
         }
         drop(tx);
+        freed.wait();
+        dropper.join().unwrap();
+        e.peak_live = peak.load(Ordering::Relaxed);
+        after_free(&mut e);
+        measured.wait();
     });
-    let mut e = Extra {
-        peak_live: peak.load(Ordering::Relaxed),
-        ..Extra::default()
-    };
-    after_free(&mut e);
     e
 }
