@@ -14,14 +14,14 @@
 //!
 //! Freed spans wait in a cache for reuse: up to 4 MiB, `CACHE_SLOTS` spans (`CACHE_BYTES` in all)
 //! for a request of nearly their size; above that, `BIG_SLOTS` spans (`BIG_BYTES` of address
-//! space in all) for any large request, its pages far beyond the block purged when it is much larger,
-//! or grown to it by a remap (jemalloc's dirty extents, mimalloc's purge delay). So a block freed and allocated again
-//! costs no system call, and a program that cycles blocks of 5 to 25 MB does not fault in fresh
-//! pages for each. The purger unmaps spans that waited longer than the purge delay (so RSS falls
-//! within a second of going idle), and `trim` unmaps all of them; with a delay of zero, or no
-//! purger, nothing above 4 MiB waits. Growing a span
-//! moves its pages where the OS can (`mremap` on Linux: no copy, in place when the address space
-//! after it is free) and copies the block elsewhere.
+//! space in all) for any large request, with their pages far beyond the block purged when they
+//! are much larger, or grown to it by a remap (jemalloc's dirty extents, mimalloc's purge delay).
+//! So a block freed and allocated again costs no system call, and a program that cycles blocks of
+//! 5 to 25 MB does not fault in fresh pages for each. The purger unmaps spans that waited longer
+//! than the purge delay (so RSS falls within a second of going idle), and `trim` unmaps all of
+//! them; with a delay of zero, or no purger, nothing above 4 MiB waits. Growing a span moves its
+//! pages where the OS can (`mremap` on Linux: no copy, in place when the address space after it
+//! is free) and copies the block elsewhere.
 
 use crate::addr_map::{self, Kind};
 use crate::chunk::CHUNK_SIZE;
@@ -178,10 +178,10 @@ pub fn alloc(size: usize, align: usize) -> (*mut u8, bool) {
         return (ptr::null_mut(), false);
     };
     let balign = base_align(align, len);
-    if len > CACHE_SPAN_MAX
-        && let Some(p) = reuse_big(size, align, len, balign)
-    {
-        return (p, false);
+    if len > CACHE_SPAN_MAX {
+        if let Some(p) = reuse_big(size, align, len, balign) {
+            return (p, false);
+        }
     }
     let (base, len, fresh) = match take_cached(len, balign) {
         Some((b, l)) => (b, l, false),
@@ -382,10 +382,10 @@ fn take_cached(len: usize, balign: usize) -> Option<(*mut u8, usize)> {
 
 /// A block of `size` bytes at `align` (a span of `len` bytes, above `CACHE_SPAN_MAX`, based at a
 /// multiple of `balign`) made from a waiting big span: the smallest that holds it (the pages far
-/// past `len` purged when it is much larger: address space is kept, memory is not); else the largest,
-/// grown to `len` (by a remap where the OS has one: its resident pages come along). So one span
-/// serves a loop of blocks of varying sizes, and only pages beyond the last block's fault. None
-/// when no big span waits or growing failed.
+/// past `len` purged when it is much larger: address space is kept, memory is not); else the
+/// largest, grown to `len` (by a remap where the OS has one: its resident pages come along). So
+/// one span serves a loop of blocks of varying sizes, and only pages beyond the last block's
+/// fault. None when no big span waits or growing failed.
 fn reuse_big(size: usize, align: usize, len: usize, balign: usize) -> Option<*mut u8> {
     let s = {
         let mut c = CACHE.lock();
