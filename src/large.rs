@@ -1,14 +1,24 @@
 //! Large blocks: requests above the largest size class, or aligned beyond what a class can give, go
 //! to the system allocator (`std::alloc::System`: malloc, posix_memalign, realloc, calloc). Counts
 //! are kept per thread like the small classes' (no atomic read-modify-write), in the thread's heap.
+//! A free (or a realloc, which may free) tells the purger, which trims the system allocator once
+//! the program stopped freeing large blocks for the purge delay (see `purger.rs`): the memory
+//! promise holds for large blocks too.
 
-use crate::{hardened, heap};
+use crate::{hardened, heap, purger, source};
 use core::alloc::{GlobalAlloc, Layout};
 use std::alloc::System;
 
 #[inline]
 fn count(add: bool, size: usize) {
     heap::count_large(add, size);
+}
+
+/// A large block went back to the system allocator: the purger will trim it once it is quiet.
+#[inline]
+fn given_back() {
+    purger::note_system_free();
+    source::ensure_purger();
 }
 
 #[inline]
@@ -40,7 +50,8 @@ pub unsafe fn dealloc(p: *mut u8, layout: Layout) {
     hardened::on_large_free(p, false);
     count(false, layout.size());
     // SAFETY: forwarded contract.
-    unsafe { System.dealloc(p, layout) }
+    unsafe { System.dealloc(p, layout) };
+    given_back();
 }
 
 /// # Safety
@@ -53,6 +64,7 @@ pub unsafe fn realloc(p: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         hardened::on_large_alloc(q);
         count(false, layout.size());
         count(true, new_size);
+        given_back();
     }
     q
 }

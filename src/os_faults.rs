@@ -54,12 +54,15 @@ fn refused_chunks_give_null_and_keep_every_block() {
 
 #[test]
 fn refused_span_gives_null_and_keeps_other_spans() {
+    let _turn = crate::span::tests::turn();
     let keep = raw::malloc(3 << 20);
     assert!(!keep.is_null());
     mark(keep, 3 << 20, 0x5eed);
     os::fault::fail_maps(usize::MAX);
-    // Above the span cache's largest span: always a fresh mapping.
-    let p = raw::malloc(10 << 20);
+    os::fault::fail_remaps(usize::MAX);
+    // Larger than any span the cache keeps: a fresh mapping, or a waiting span grown by a remap.
+    let p = raw::malloc(300 << 20);
+    os::fault::fail_remaps(0);
     os::fault::fail_maps(0);
     assert!(p.is_null());
     assert!(marked(keep, 3 << 20, 0x5eed));
@@ -69,6 +72,7 @@ fn refused_span_gives_null_and_keeps_other_spans() {
 
 #[test]
 fn refused_remap_copies_instead() {
+    let _turn = crate::span::tests::turn();
     let len = 1 << 20;
     let p = raw::malloc(len);
     assert!(!p.is_null());
@@ -89,6 +93,7 @@ fn refused_remap_copies_instead() {
 
 #[test]
 fn refused_remap_and_mapping_give_null_and_keep_the_block() {
+    let _turn = crate::span::tests::turn();
     let len = 1 << 20;
     let p = raw::malloc(len);
     assert!(!p.is_null());

@@ -15,7 +15,7 @@
 
 use crate::addr_map::{self, Kind};
 use crate::size_class::{self, class_of};
-use crate::{chunk, hardened, heap, os, span, stats};
+use crate::{chunk, hardened, heap, os, source, span, stats};
 use core::alloc::Layout;
 use core::ptr;
 
@@ -171,8 +171,10 @@ pub unsafe fn free_sized(p: *mut u8, size: usize, align: usize) {
 
 #[cold]
 unsafe fn free_large(p: *mut u8) {
+    // A freed span waits for reuse only while the purger can unmap it later (and this starts it).
+    let may_wait = source::ensure_purger();
     // SAFETY: forwarded.
-    if let Some(usable) = unsafe { span::free(p) } {
+    if let Some(usable) = unsafe { span::free(p, may_wait) } {
         heap::count_large(false, usable);
     }
 }

@@ -4,7 +4,7 @@
 //!
 //! | variable | setting | default |
 //! |---|---|---|
-//! | `POOLALLOC_PURGE_DELAY_MS` | how long an empty chunk (beyond the retained ones) or a freed span waits before it goes back to the OS; 0: at once, and no purger thread | 250 |
+//! | `POOLALLOC_PURGE_DELAY_MS` | how long an empty chunk (beyond the retained ones) or a freed span waits before it goes back to the OS, and how long after the last large block freed to the system allocator it is trimmed; 0: at once, and no purger thread (nor trim) | 250 |
 //! | `POOLALLOC_RETAINED_CHUNKS` | empty chunks each size class keeps | 1 |
 //! | `POOLALLOC_SHOW_STATS` | `1`: print `stats()` to stderr when the process exits | 0 |
 //! | `POOLALLOC_VERBOSE` | `1`: print the settings when they are read, and anomalies (the purger cannot start, the OS refused memory) | 0 |
@@ -63,9 +63,11 @@ const MAX_DELAY_MS: usize = 86_400_000;
 const MAX_RETAINED: usize = 4096;
 
 /// Sets how long an empty chunk (beyond the retained ones) waits before its memory goes back to
-/// the OS, and how long a freed span of the C library's waits for reuse (default 250 ms, or
-/// `POOLALLOC_PURGE_DELAY_MS`). Zero returns memory the moment it is free and never starts the
-/// background purger thread. Millisecond resolution; wins over the environment.
+/// the OS, how long a freed span of the C library's waits for reuse, and how long the program
+/// must free no large block before the system allocator (which holds `PoolAlloc`'s large blocks)
+/// is asked to return its free pages (default 250 ms, or `POOLALLOC_PURGE_DELAY_MS`). Zero
+/// returns chunks and spans the moment they are free and never starts the background purger
+/// thread (nor trims the system allocator). Millisecond resolution; wins over the environment.
 pub fn set_purge_delay(d: Duration) {
     PURGE_DELAY_MS.set(d.as_millis().min(usize::MAX as u128) as usize);
 }

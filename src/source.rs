@@ -401,9 +401,10 @@ pub fn counts(class: usize) -> (usize, usize, usize) {
 // ---------------------------------------------------------------------------------------------------
 // The purger's work (its thread: `purger.rs`).
 
-/// Starts the purger if it is not running yet (thread exit calls this: abandoned chunks need it).
-pub fn ensure_purger() {
-    purger::ensure(tick);
+/// Starts the purger if it is not running yet (thread exit calls this: abandoned chunks need it;
+/// a freed span of the C library too, which waits for reuse only while it runs). Whether it runs.
+pub fn ensure_purger() -> bool {
+    purger::running(tick)
 }
 
 /// One period of the purger: reaps abandoned chunks that became empty, gives back empty chunks

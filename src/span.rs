@@ -12,11 +12,16 @@
 //! is read. The header holds `MAGIC ^ p`, so a pointer into a span that is not its block start
 //! (or a span's block freed already) is recognised.
 //!
-//! Freed spans wait in a small cache (`CACHE_SLOTS` spans, `CACHE_BYTES` in all) for a request of
-//! nearly their size: a block freed and allocated again costs no system call. The purger unmaps
-//! spans that waited longer than the purge delay, and `trim` unmaps all of them. Growing a span
-//! moves its pages where the OS can (`mremap` on Linux: no copy, in place when the address space
-//! after it is free) and copies the block elsewhere.
+//! Freed spans wait in a cache for reuse: up to 4 MiB, `CACHE_SLOTS` spans (`CACHE_BYTES` in all)
+//! for a request of nearly their size; above that, `BIG_SLOTS` spans (`BIG_BYTES` of address
+//! space in all) for any large request, with their pages far beyond the block purged when they
+//! are much larger, or grown to it by a remap (jemalloc's dirty extents, mimalloc's purge delay).
+//! So a block freed and allocated again costs no system call, and a program that cycles blocks of
+//! 5 to 25 MB does not fault in fresh pages for each. The purger unmaps spans that waited longer
+//! than the purge delay (so RSS falls within a second of going idle), and `trim` unmaps all of
+//! them; with a delay of zero, or no purger, nothing above 4 MiB waits. Growing a span moves its
+//! pages where the OS can (`mremap` on Linux: no copy, in place when the address space after it
+//! is free) and copies the block elsewhere.
 
 use crate::addr_map::{self, Kind};
 use crate::chunk::CHUNK_SIZE;
@@ -34,8 +39,16 @@ const CACHE_SLOTS: usize = 64;
 /// python3's peak RSS 1.17x the best peer's; with 8 MiB a redis MSET of ten 50 KB values, which
 /// cycles ~20 spans plus its query buffer per request, fell to 0.66x the best peer's rate).
 const CACHE_BYTES: usize = 16 << 20;
-/// Freed spans larger than this are unmapped at once.
+/// Freed spans larger than this wait among the big ones.
 const CACHE_SPAN_MAX: usize = 4 << 20;
+/// Big freed spans (above `CACHE_SPAN_MAX`) kept for reuse, at most.
+const BIG_SLOTS: usize = 8;
+/// Bytes of big freed spans kept for reuse, at most. They wait the purge delay at most (250 ms by
+/// default; jemalloc keeps dirty pages for 10 s), so this bounds only what a burst of frees
+/// followed by other work adds to the peak.
+const BIG_BYTES: usize = 256 << 20;
+/// Resident bytes a reused big span may keep past its block (or the block's size, if larger).
+const BIG_KEEP: usize = 16 << 20;
 const MAGIC: usize = 0x5a_9e11_0c8b_d2f3;
 
 #[repr(C)]
@@ -69,17 +82,39 @@ struct Cached {
     at: u32,
 }
 
-struct Cache {
-    slots: [Cached; CACHE_SLOTS],
+/// One list of waiting spans: `slots[..n]`, `bytes` in all.
+struct List<const N: usize> {
+    slots: [Cached; N],
     n: usize,
     bytes: usize,
+}
+
+struct Cache {
+    /// Spans up to `CACHE_SPAN_MAX`.
+    small: List<CACHE_SLOTS>,
+    /// Spans above it.
+    big: List<BIG_SLOTS>,
 }
 
 // SAFETY: the pointers name mappings only the cache's holder touches.
 unsafe impl Send for Cache {}
 
-impl Cache {
-    /// Takes slot `i` (< n) off the cache; the last slot moves into its place.
+const NONE: Cached = Cached {
+    base: ptr::null_mut(),
+    len: 0,
+    at: 0,
+};
+
+impl<const N: usize> List<N> {
+    const fn new() -> Self {
+        List {
+            slots: [NONE; N],
+            n: 0,
+            bytes: 0,
+        }
+    }
+
+    /// Takes slot `i` (< n) off the list; the last slot moves into its place.
     fn remove(&mut self, i: usize) -> Cached {
         let s = self.slots[i];
         self.n -= 1;
@@ -87,16 +122,32 @@ impl Cache {
         self.bytes -= s.len;
         s
     }
+
+    /// Adds a span, first moving the spans that waited longest to `out` (from `*nout` on) until
+    /// it fits within `N` spans and `max_bytes`.
+    fn push(&mut self, s: Cached, max_bytes: usize, out: &mut [Cached], nout: &mut usize) {
+        while self.n == N || self.n > 0 && self.bytes + s.len > max_bytes {
+            let oldest = (0..self.n)
+                .min_by_key(|&i| self.slots[i].at)
+                .expect("a full list holds a span");
+            out[*nout] = self.remove(oldest);
+            *nout += 1;
+        }
+        self.slots[self.n] = s;
+        self.n += 1;
+        self.bytes += s.len;
+    }
+
+    /// The first span that waited `delay_ms` or longer at `now`, taken off the list.
+    fn take_expired(&mut self, now: u32, delay_ms: u32) -> Option<Cached> {
+        let i = (0..self.n).find(|&i| now.wrapping_sub(self.slots[i].at) >= delay_ms)?;
+        Some(self.remove(i))
+    }
 }
 
 static CACHE: Lock<Cache> = Lock::new(Cache {
-    slots: [Cached {
-        base: ptr::null_mut(),
-        len: 0,
-        at: 0,
-    }; CACHE_SLOTS],
-    n: 0,
-    bytes: 0,
+    small: List::new(),
+    big: List::new(),
 });
 
 /// Where the block of a span with alignment `align` starts, from the span's base.
@@ -128,6 +179,11 @@ pub fn alloc(size: usize, align: usize) -> (*mut u8, bool) {
         return (ptr::null_mut(), false);
     };
     let balign = base_align(align, len);
+    if len > CACHE_SPAN_MAX {
+        if let Some(p) = reuse_big(size, align, len, balign) {
+            return (p, false);
+        }
+    }
     let (base, len, fresh) = match take_cached(len, balign) {
         Some((b, l)) => (b, l, false),
         None => {
@@ -219,11 +275,12 @@ pub unsafe fn usable(p: *mut u8) -> usize {
 }
 
 /// Frees the span block `p`. Returns its usable size (for the statistics), or None when `p` is not
-/// a live span block (nothing is done then).
+/// a live span block (nothing is done then). `may_wait`: the purger runs, so a big span may wait
+/// in the cache (it will be unmapped after the purge delay); else only a small one does.
 ///
 /// # Safety
 /// `p` must be in a granule the map marks as a span; if it is a live block, nobody uses it after.
-pub unsafe fn free(p: *mut u8) -> Option<usize> {
+pub unsafe fn free(p: *mut u8, may_wait: bool) -> Option<usize> {
     let h = header(p)?;
     // SAFETY: h is the header of the live block p, which the caller gives up.
     let (base, len, usable) = unsafe {
@@ -232,7 +289,7 @@ pub unsafe fn free(p: *mut u8) -> Option<usize> {
         (b, l, u)
     };
     // SAFETY: the span is ours and nobody refers to it any more.
-    unsafe { put_cached(base, len) };
+    unsafe { put_cached(base, len, may_wait) };
     Some(usable)
 }
 
@@ -326,19 +383,19 @@ pub unsafe fn resize(p: *mut u8, new_size: usize) -> (*mut u8, usize) {
 /// A cached span of at least `len` bytes (and not much more) whose base is aligned to `balign`.
 fn take_cached(len: usize, balign: usize) -> Option<(*mut u8, usize)> {
     let mut c = CACHE.lock();
-    let n = c.n;
+    let l = &mut c.small;
     let mut best: Option<usize> = None;
-    for i in 0..n {
-        let s = c.slots[i];
+    for i in 0..l.n {
+        let s = l.slots[i];
         if s.len >= len
             && s.len - len <= len / 4
             && s.base as usize % balign == 0
-            && best.is_none_or(|b| c.slots[b].len > s.len)
+            && best.is_none_or(|b| l.slots[b].len > s.len)
         {
             best = Some(i);
         }
     }
-    let s = c.remove(best?);
+    let s = l.remove(best?);
     drop(c);
     if !hardened::on_span_reused(s.base, s.len) {
         // SAFETY: taken off the cache: ours and unused.
@@ -348,44 +405,92 @@ fn take_cached(len: usize, balign: usize) -> Option<(*mut u8, usize)> {
     Some((s.base, s.len))
 }
 
-/// Puts a freed span in the cache, or unmaps it (or the oldest cached one) when the cache is full.
+/// A block of `size` bytes at `align` (a span of `len` bytes, above `CACHE_SPAN_MAX`, based at a
+/// multiple of `balign`) made from a waiting big span: the smallest that holds it (the pages far
+/// past `len` purged when it is much larger: address space is kept, memory is not); else the
+/// largest, grown to `len` (by a remap where the OS has one: its resident pages come along). So
+/// one span serves a loop of blocks of varying sizes, and only pages beyond the last block's
+/// fault. None when no big span waits or growing failed.
+fn reuse_big(size: usize, align: usize, len: usize, balign: usize) -> Option<*mut u8> {
+    let s = {
+        let mut c = CACHE.lock();
+        let l = &mut c.big;
+        let aligned = |i: &usize| l.slots[*i].base as usize % balign == 0;
+        let fit = (0..l.n)
+            .filter(aligned)
+            .filter(|&i| l.slots[i].len >= len)
+            .min_by_key(|&i| l.slots[i].len);
+        let i = fit.or_else(|| (0..l.n).filter(aligned).max_by_key(|&i| l.slots[i].len))?;
+        l.remove(i)
+    };
+    if !hardened::on_span_reused(s.base, s.len) {
+        // SAFETY: taken off the cache: ours and unused.
+        unsafe { unmap_span(s.base, s.len) };
+        return None;
+    }
+    let off = offset(align);
+    let fits = s.len >= len;
+    // Pages past the block stay resident up to `len` or `BIG_KEEP` beyond it (a loop over blocks
+    // of 5 to 25 MB then faults in nothing), and are purged past that (a small block does not
+    // keep a huge span's memory for its lifetime).
+    let keep = len.saturating_add(len.max(BIG_KEEP));
+    if fits && s.len > keep {
+        // SAFETY: [base + keep, base + s.len) is whole granules of a span of ours, unused and
+        // past the block.
+        unsafe { os::purge(s.base.add(keep), s.len - keep) };
+    }
+    // SAFETY: the span [base, base + s.len) is ours and unused; the block's offset and its
+    // header lie inside it (s.len ≥ the first granule ≥ offset(align) + HEADER). When it is too
+    // small, usable 0 until the resize below: nothing in it is worth copying if that must move
+    // it by copying.
+    let p = unsafe {
+        let p = s.base.add(off);
+        let u = if fits { usable_for(size, off, s.len) } else { 0 };
+        write_header(p, s.base, s.len, u);
+        p
+    };
+    if fits {
+        return Some(p);
+    }
+    // SAFETY: p is now a live block of a span made by `alloc`.
+    let (q, _) = unsafe { resize(p, size) };
+    if q.is_null() {
+        // Could not grow it: give it back and map a fresh one.
+        // SAFETY: the span is still ours, whole (a failed resize changes nothing), and unused.
+        unsafe { unmap_span(s.base, s.len) };
+        return None;
+    }
+    Some(q)
+}
+
+/// Puts a freed span in the cache, or unmaps it (or the spans that waited longest) when the cache
+/// is full; a big span only when `may_wait`.
 ///
 /// # Safety
 /// The span is ours, whole, and unused.
-unsafe fn put_cached(base: *mut u8, len: usize) {
-    const NONE: Cached = Cached {
-        base: ptr::null_mut(),
-        len: 0,
-        at: 0,
-    };
-    // Spans to unmap once the lock is released: evicted ones, or this one if it is too large.
+unsafe fn put_cached(base: *mut u8, len: usize, may_wait: bool) {
+    // Spans to unmap once the lock is released: evicted ones, or this one.
     let mut out = [NONE; CACHE_SLOTS + 1];
     let mut nout = 0;
-    if len <= CACHE_SPAN_MAX {
+    if len <= CACHE_SPAN_MAX || (may_wait && len <= BIG_BYTES) {
+        // Read-only while it waits (hardened): a write after free faults. Before it is visible
+        // to other threads, so none takes it and finds it protected afterwards.
         hardened::on_span_cached(base, len);
     }
+    let s = Cached {
+        base,
+        len,
+        at: os::now_ms(),
+    };
     {
         let mut c = CACHE.lock();
-        if len > CACHE_SPAN_MAX {
-            out[0] = Cached { base, len, at: 0 };
-            nout = 1;
+        if len <= CACHE_SPAN_MAX {
+            c.small.push(s, CACHE_BYTES, &mut out, &mut nout);
+        } else if may_wait && len <= BIG_BYTES {
+            c.big.push(s, BIG_BYTES, &mut out, &mut nout);
         } else {
-            while c.n == CACHE_SLOTS || c.bytes + len > CACHE_BYTES {
-                // Evict the span that has waited longest.
-                let oldest = (0..c.n)
-                    .min_by_key(|&i| c.slots[i].at)
-                    .expect("a full cache holds a span");
-                out[nout] = c.remove(oldest);
-                nout += 1;
-            }
-            let n = c.n;
-            c.slots[n] = Cached {
-                base,
-                len,
-                at: os::now_ms(),
-            };
-            c.n = n + 1;
-            c.bytes += len;
+            out[0] = s;
+            nout = 1;
         }
     }
     for e in &out[..nout] {
@@ -407,11 +512,11 @@ pub fn expire(now: u32, delay_ms: u32) {
     loop {
         let victim = {
             let mut c = CACHE.lock();
-            let n = c.n;
-            let Some(i) = (0..n).find(|&i| now.wrapping_sub(c.slots[i].at) >= delay_ms) else {
-                return;
-            };
-            c.remove(i)
+            let big = c.big.take_expired(now, delay_ms);
+            match big.or_else(|| c.small.take_expired(now, delay_ms)) {
+                Some(v) => v,
+                None => return,
+            }
         };
         // SAFETY: taken off the cache: ours and unused.
         unsafe { unmap_span(victim.base, victim.len) };
@@ -431,11 +536,15 @@ pub(crate) unsafe fn unlock_after_fork() {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    /// The cache is process-wide: the tests take turns.
+    /// The cache is process-wide: the tests that use spans take turns.
     static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    pub(crate) fn turn() -> std::sync::MutexGuard<'static, ()> {
+        TURN.lock().unwrap_or_else(|e| e.into_inner())
+    }
 
     #[test]
     #[cfg_attr(
@@ -443,7 +552,7 @@ mod tests {
         ignore = "Miri cannot unmap part of a mapping (os::map_aligned trims)"
     )]
     fn blocks_are_found_reused_and_expired() {
-        let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+        let _turn = turn();
         let (p, fresh) = alloc(100_000, 16);
         assert!(!p.is_null() && fresh);
         assert_eq!(addr_map::kind_of(p), Kind::Span);
@@ -458,23 +567,23 @@ mod tests {
         // SAFETY: the whole usable size may be written.
         unsafe { ptr::write_bytes(p, 7, u) };
         // SAFETY: p is live and not used after.
-        assert_eq!(unsafe { free(p) }, Some(u));
+        assert_eq!(unsafe { free(p, true) }, Some(u));
         assert!(!is_block(p), "a freed block is no block");
         // SAFETY: a freed block's header is still mapped (cached span), but no live block.
-        assert_eq!(unsafe { free(p) }, None);
+        assert_eq!(unsafe { free(p, true) }, None);
         // A request of nearly the same size takes the cached span: not fresh.
         let (q, fresh) = alloc(90_000, 16);
         assert!(!q.is_null() && !fresh);
         // SAFETY: q is live.
-        assert!(unsafe { free(q) }.is_some());
+        assert!(unsafe { free(q, true) }.is_some());
         // Aligned blocks keep their alignment.
         let (a, _) = alloc(10, 1 << 20);
         assert_eq!(a as usize % (1 << 20), 0);
         assert!(is_block(a));
         // SAFETY: a is live.
-        assert!(unsafe { free(a) }.is_some());
+        assert!(unsafe { free(a, true) }.is_some());
         expire(os::now_ms(), 0);
-        assert_eq!(CACHE.lock().n, 0);
+        assert_eq!(CACHE.lock().small.n, 0);
         assert_eq!(
             addr_map::kind_of(q),
             Kind::Foreign,
@@ -484,9 +593,45 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "Miri cannot unmap part of a mapping (os::map_aligned trims)"
+    )]
+    fn big_spans_wait_for_any_large_request_only_while_the_purger_runs() {
+        let _turn = turn();
+        expire(os::now_ms(), 0);
+        let (p, fresh) = alloc(10 << 20, 16);
+        assert!(!p.is_null() && fresh);
+        // SAFETY: p holds 10 MiB; live, freed once.
+        unsafe {
+            ptr::write_bytes(p, 1, 10 << 20);
+            assert!(free(p, true).is_some());
+        }
+        assert_eq!(CACHE.lock().big.n, 1);
+        // A much smaller large request takes it (no fresh mapping), and a larger one after it
+        // grows it: both see dirty memory.
+        let (q, fresh) = alloc(5 << 20, 16);
+        assert!(!q.is_null() && !fresh);
+        // SAFETY: q holds at least 5 MiB.
+        assert!(unsafe { usable(q) } >= 5 << 20);
+        // SAFETY: q is live, freed once.
+        assert!(unsafe { free(q, true) }.is_some());
+        let (r, fresh) = alloc(20 << 20, 16);
+        assert!(!r.is_null() && !fresh);
+        // SAFETY: r holds at least 20 MiB, all writable; freed once, not to wait.
+        unsafe {
+            assert!(usable(r) >= 20 << 20);
+            ptr::write_bytes(r, 2, 20 << 20);
+            assert!(free(r, false).is_some());
+        }
+        assert_eq!(CACHE.lock().big.n, 0, "without a purger nothing big waits");
+        assert_eq!(addr_map::kind_of(r), Kind::Foreign);
+    }
+
+    #[test]
     #[cfg_attr(miri, ignore = "Miri has no mremap, nor partial munmap")]
     fn resizing_keeps_contents() {
-        let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+        let _turn = turn();
         let (p, _) = alloc(40_000, 16);
         // SAFETY: p holds 40 000 bytes.
         unsafe { ptr::write_bytes(p, 3, 40_000) };
@@ -500,7 +645,7 @@ mod tests {
             assert_eq!(r, q, "a shrink stays in place");
             assert!((50_000..3 << 20).contains(&u));
             assert_eq!(*r.add(49_999), 5);
-            assert!(free(r).is_some());
+            assert!(free(r, true).is_some());
         }
     }
 }

@@ -779,6 +779,9 @@ fn frag_free_all(p: Params) -> Extra {
     e
 }
 
+#[path = "large_buffers.rs"]
+mod large_buffers;
+
 type Workload = fn(Params) -> Extra;
 
 const WORKLOADS: &[(&str, Workload, bool)] = &[
@@ -798,6 +801,7 @@ const WORKLOADS: &[(&str, Workload, bool)] = &[
     ("frag-long-short", frag_long_short, true),
     ("frag-drift", frag_drift, true),
     ("frag-free-all", frag_free_all, true),
+    ("large-buffers", large_buffers::large_buffers, true),
 ];
 
 // ------------------------------------------------------------------------------------------------
