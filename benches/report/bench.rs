@@ -22,6 +22,10 @@ use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, mpsc};
 use std::time::{Duration, Instant};
 
+// Workloads with a file of their own.
+mod markdown;
+mod rayon_reduce;
+
 // ------------------------------------------------------------------------------------------------
 // The switching global allocator.
 
@@ -539,6 +543,14 @@ fn threads(p: Params) -> Extra {
 /// The `.rs` files of the crates in cargo's registry source cache (the sources of this benchmark's
 /// own dependencies, so every machine that built it has them), sorted by path, up to `cap` bytes.
 fn rust_sources(cap: usize) -> Vec<String> {
+    registry_texts("rs", cap)
+}
+
+/// The files with extension `ext` in cargo's registry source cache (the sources of this
+/// benchmark's own dependencies, present on every machine that built it, with no network at run
+/// time), sorted by path, read until `cap` bytes; files over 256 KiB are skipped. The same
+/// lockfile gives the same files on every machine.
+fn registry_texts(ext: &str, cap: usize) -> Vec<String> {
     let home = std::env::var_os("CARGO_HOME")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
@@ -553,7 +565,7 @@ fn rust_sources(cap: usize) -> Vec<String> {
             let path = e.path();
             if path.is_dir() {
                 dirs.push(path);
-            } else if path.extension().is_some_and(|x| x == "rs") {
+            } else if path.extension().is_some_and(|x| x == ext) {
                 files.push(path);
             }
         }
@@ -566,7 +578,7 @@ fn rust_sources(cap: usize) -> Vec<String> {
             break;
         }
         if let Ok(text) = std::fs::read_to_string(&f) {
-            // Generated tables (hundreds of KiB of literals) say little about a parser's heap.
+            // Generated files (hundreds of KiB of tables or literals) say little about a heap.
             if text.len() <= 256 * 1024 {
                 total += text.len();
                 out.push(text);
@@ -575,7 +587,7 @@ fn rust_sources(cap: usize) -> Vec<String> {
     }
     assert!(
         total >= cap / 2,
-        "found only {total} bytes of Rust sources under {}: build the benchmark first (its \
+        "found only {total} bytes of .{ext} files under {}: build the benchmark first (its \
          dependencies' sources are the input)",
         home.display()
     );
@@ -794,6 +806,8 @@ const WORKLOADS: &[(&str, Workload, bool)] = &[
     ("syn-parse", syn_parse, false),
     ("json-roundtrip", json_roundtrip, false),
     ("rayon-drop", rayon_drop, false),
+    ("markdown-html", markdown::markdown_html, false),
+    ("rayon-reduce", rayon_reduce::rayon_reduce, false),
     ("frag-fill-free90", frag_fill_free90, true),
     ("frag-long-short", frag_long_short, true),
     ("frag-drift", frag_drift, true),
