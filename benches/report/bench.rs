@@ -1,5 +1,6 @@
 //! The benchmark and fragmentation report: `cargo bench --bench report` (`-- --quick` for a smoke
-//! run under two minutes).
+//! run under two minutes; `-- --rounds=N` for another number of rounds; names, or parts of names,
+//! after `--` run only those workloads).
 //!
 //! Every workload runs as its own child process per allocator (RSS is process-wide), interleaved
 //! round by round with the allocator order rotated, several rounds; the table gives medians and the
@@ -920,15 +921,25 @@ pub fn main() {
     }
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
-    let only: Option<&String> = args.iter().skip(1).find(|a| !a.starts_with('-'));
+    // Names (or parts of names) of the workloads to run; none: all of them.
+    let only: Vec<&String> = args
+        .iter()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     let (rounds, scale) = if quick { (1, 1) } else { (5, 4) };
+    // `--rounds=N`: more or fewer interleaved rounds than the mode's default.
+    let rounds = args
+        .iter()
+        .find_map(|a| a.strip_prefix("--rounds=")?.parse().ok())
+        .unwrap_or(rounds);
     let exe = std::env::current_exe().unwrap();
     let hardened_exe = build_hardened();
     let json = write_json_input();
     let workloads: Vec<&(&str, Workload, bool)> = WORKLOADS
         .iter()
-        .filter(|w| only.is_none_or(|o| w.0.contains(o.as_str())))
+        .filter(|w| only.is_empty() || only.iter().any(|o| w.0.contains(o.as_str())))
         .collect();
     // runs[workload][allocator] = every round's result
     let mut runs: Vec<Vec<Vec<Run>>> = vec![vec![Vec::new(); RUNNERS.len()]; workloads.len()];
