@@ -8,7 +8,7 @@ use crate::hooks as testing;
 use core::alloc::{GlobalAlloc, Layout};
 if_pools! {
     use crate::size_class::{self, class_of};
-    use crate::{hardened, heap, large};
+    use crate::{chunk, hardened, heap, large};
 }
 use core::ptr::{self, NonNull};
 
@@ -187,19 +187,32 @@ impl PoolAlloc {
     }
 
     unsafe fn raw_realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let old = class_of(layout.size(), block_align(layout.size(), layout.align()));
-        let new = class_of(new_size, block_align(new_size, layout.align()));
-        match old {
-            Some(a) => hardened::check_live(ptr, a),
-            None => hardened::on_large_free(ptr, true),
-        }
-        match (old, new) {
-            (Some(a), Some(b)) if a == b => {
-                heap::resized(a, layout.size(), new_size);
-                ptr
+        let old_align = block_align(layout.size(), layout.align());
+        let small = size_class::is_small(layout.size(), old_align);
+        if small {
+            hardened::check_live(ptr, layout.size(), old_align);
+            // The slot's own class, from its chunk header: the layout's class, unless an earlier
+            // realloc shrank the block in place (`size_class::stays`).
+            // SAFETY: ptr is a live small block (caller's contract; checked with `hardened`), so
+            // its chunk header is mapped, and its class does not change while the block lives.
+            let c = unsafe { (*chunk::of(ptr)).class } as usize;
+            if size_class::stays(
+                c,
+                new_size,
+                block_align(new_size, layout.align()),
+                ptr as usize,
+            ) {
+                // The block stays counted in its slot's class, with its new requested size.
+                heap::resized(c, layout.size(), new_size);
+                return ptr;
             }
+        } else {
+            hardened::on_large_free(ptr, true);
+        }
+        let new_small = size_class::is_small(new_size, block_align(new_size, layout.align()));
+        match (small, new_small) {
             // SAFETY: both sizes are large; forwarded contract.
-            (None, None) => unsafe { large::realloc(ptr, layout, new_size) },
+            (false, false) => unsafe { large::realloc(ptr, layout, new_size) },
             _ => {
                 // SAFETY: the caller guarantees new_size with layout.align() forms a valid layout.
                 let new_layout =
@@ -349,7 +362,8 @@ unsafe impl allocator_api2::alloc::Allocator for PoolAlloc {
 }
 
 impl PoolAlloc {
-    /// grow/shrink: keep the block when the new layout maps to the same class, else move it.
+    /// grow/shrink: with the same alignment, `realloc` (in place when the slot holds the new
+    /// size, `size_class::stays`), else move the block.
     unsafe fn resize(
         &self,
         ptr: NonNull<u8>,
@@ -358,7 +372,7 @@ impl PoolAlloc {
     ) -> Result<NonNull<[u8]>, allocator_api2::alloc::AllocError> {
         use allocator_api2::alloc::{AllocError, Allocator};
         if old.size() != 0 && new.size() != 0 && old.align() == new.align() {
-            // SAFETY: same alignment; GlobalAlloc::realloc keeps the block within its class.
+            // SAFETY: same alignment, non-zero sizes: GlobalAlloc::realloc's contract holds.
             let p = unsafe { self.realloc(ptr.as_ptr(), old, new.size()) };
             return NonNull::new(p)
                 .map(|p| NonNull::slice_from_raw_parts(p, usable_size(new)))

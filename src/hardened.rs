@@ -5,7 +5,7 @@
 //! |---|---|
 //! | double free, realloc of a freed block | free slots of 16 B and more carry a keyed tag of their address in their second word; an 8-byte slot counts as free while its only word decodes to a link a free slot could hold (handing it out overwrites the word); large blocks: a table of live blocks |
 //! | free of an interior, unaligned, wild, foreign or never-allocated pointer | the address map of our chunks (`addr_map`); the slot grid of the chunk (a multiply, not a division); the chunk's carved watermark; the live-large-block table |
-//! | size-mismatched dealloc | the layout's class against the chunk header's class |
+//! | size-mismatched dealloc | the layout's class against the chunk header's class (a smaller class is accepted where `realloc` may have shrunk the block in place: at least half the slot, `size_class::stays`) |
 //! | corrupted free-list links | links stored as `rotl(p ^ k1, k0) + k0` with per-process keys, and a decoded link must name a chunk of ours of the same class |
 //! | write after free | freed slots carry their tag and the `0x1deadb0b` pattern in their first 64 bytes (after the link word), checked when handed out again; freed large spans of the C library wait for reuse read-only (a write faults) |
 //! | free of a pointer on the stack or in static data (C library) | a pointer outside our mappings is checked against the thread's stack and the loaded objects' images |
@@ -105,10 +105,13 @@ mod imp {
         r
     };
 
-    /// Validates `p` as the start of a carved slot of class `class` in one of our chunks, or aborts
-    /// naming the problem. `what` names the operation for the message.
+    /// Validates `p` as the start of a carved slot in one of our chunks, for a block of `size` bytes
+    /// aligned to `align` (whose class is `class`), or aborts naming the problem; returns the
+    /// slot's class. That is `class`, or a larger one when `realloc` shrank the block in place:
+    /// the sizes [`size_class::stays`] allows in the slot are accepted, no others. `what` names
+    /// the operation for the message.
     #[inline]
-    fn slot_of(p: *mut u8, class: usize, what: &'static str) {
+    fn slot_of(p: *mut u8, class: usize, size: usize, align: usize, what: &'static str) -> usize {
         if !is_ours(p) {
             invalid(what, p, class, Invalid::Foreign);
         }
@@ -121,16 +124,22 @@ mod imp {
         if magic != chunk::LIVE {
             invalid(what, p, class, Invalid::NotInUse);
         }
-        if hclass as usize != class {
-            invalid(what, p, class, Invalid::Mismatch(hclass as usize));
+        let hclass = hclass as usize;
+        if hclass != class
+            && (hclass >= size_class::NUM_CLASSES
+                || !size_class::stays(hclass, size, align, p as usize))
+        {
+            invalid(what, p, class, Invalid::Mismatch(hclass));
         }
-        let size = slot_size(class);
+        let class = hclass;
+        let slot = slot_size(class);
         let off = p as usize - chunk::base(c) as usize;
-        // SAFETY: class < NUM_CLASSES (it came from class_of).
+        // SAFETY: class < NUM_CLASSES (it came from class_of, or is a checked header's).
         let idx = ((off as u64 * unsafe { *RECIP.get_unchecked(class) }) >> 40) as usize;
-        if idx * size != off || p as usize >= carved {
+        if idx * slot != off || p as usize >= carved {
             invalid(what, p, class, Invalid::NotStart);
         }
+        class
     }
 
     /// What is wrong with a pointer given to `free` or `realloc`.
@@ -230,7 +239,7 @@ mod imp {
         let Some(class) = size_class::class_of(layout.size(), layout.align()) else {
             return;
         };
-        slot_of(p, class, "free");
+        let class = slot_of(p, class, layout.size(), layout.align(), "free");
         let size = slot_size(class);
         if size < 16 {
             // SAFETY: p is the start of a carved 8-byte slot (slot_of).
@@ -265,9 +274,12 @@ mod imp {
         ))
     }
 
-    /// `realloc` of a small block: it must be live.
-    pub fn check_live(p: *mut u8, class: usize) {
-        slot_of(p, class, "realloc");
+    /// `realloc` of a small block of `size` bytes aligned to `align`: it must be live.
+    pub fn check_live(p: *mut u8, size: usize, align: usize) {
+        let Some(class) = size_class::class_of(size, align) else {
+            return;
+        };
+        let class = slot_of(p, class, size, align, "realloc");
         let live = if slot_size(class) < 16 {
             // SAFETY: p is the start of a carved 8-byte slot (slot_of).
             !unsafe { looks_free_8(p, class) }
@@ -506,7 +518,7 @@ mod imp {
     #[inline(always)]
     pub fn on_free(_p: *mut u8, _layout: core::alloc::Layout) {}
     #[inline(always)]
-    pub fn check_live(_p: *mut u8, _class: usize) {}
+    pub fn check_live(_p: *mut u8, _size: usize, _align: usize) {}
     #[inline(always)]
     pub fn on_invalid_pointer(_p: *mut u8, _what: &str) {}
     #[inline(always)]

@@ -211,14 +211,11 @@ pub unsafe fn realloc(p: *mut u8, new_size: usize, align: usize) -> *mut u8 {
     let new_size = new_size.max(1);
     let old = match owner(p) {
         Owner::Small(c) => {
-            hardened::check_live(p, c);
             let usable = size_class::size_of(c);
-            // Stay while the request fits and uses at least half the slot (and the alignment of
-            // the slot is what the new size needs).
-            if new_size <= usable
-                && new_size >= usable / 2
-                && class_of(new_size, align).is_some_and(|n| size_class::size_of(n) <= usable)
-            {
+            hardened::check_live(p, usable, 1);
+            // The in-place rule PoolAlloc's realloc uses: the slot holds the new size with its
+            // alignment, and the size is of the slot's class or uses at least half of it.
+            if size_class::stays(c, new_size, align, p as usize) {
                 return p;
             }
             usable

@@ -94,6 +94,22 @@ pub fn is_small(size: usize, align: usize) -> bool {
     (size + align - 1) & !(align - 1) <= MAX_SMALL
 }
 
+/// True when a block at address `addr` in a slot of class `c` may hold `size` bytes aligned to
+/// `align` in place (the in-place rule of `realloc`, in `PoolAlloc` and the C library alike): the
+/// size fits the slot, the address has the alignment, and either the size is of the slot's own
+/// class or it uses at least half the slot. Below half, a shrink moves to a smaller class so that
+/// `shrink_to_fit` gives memory back (mimalloc's realloc has the same floor, for every size; ours
+/// keeps sizes of the slot's own class in place even below it, where a move would land in the same
+/// class). The `hardened` size-mismatch check accepts exactly these sizes for a slot of class `c`,
+/// since a block shrunk in place is later freed with its new, smaller layout.
+#[inline]
+pub fn stays(c: usize, size: usize, align: usize, addr: usize) -> bool {
+    let slot = size_of(c);
+    size <= slot
+        && addr & (align - 1) == 0
+        && (size >= slot / 2 || class_of(size, align) == Some(c))
+}
+
 /// Slot size of class `c`.
 #[inline(always)]
 pub fn size_of(c: usize) -> usize {

@@ -29,6 +29,7 @@ const CASES: &[(&str, &str)] = &[
     ("foreign_pointer_small", "not allocated by poolalloc"),
     ("foreign_pointer_large", "not a live large block"),
     ("size_mismatch", "size mismatch"),
+    ("size_mismatch_after_shrink_in_place", "size mismatch"),
     ("small_freed_as_large", "size mismatch"),
     ("write_after_free", "write after free"),
     ("realloc_of_freed_block", "realloc of freed block"),
@@ -101,6 +102,14 @@ fn run_case(case: &str) {
             "size_mismatch" => {
                 let p = P.alloc(l(64));
                 P.dealloc(p, l(256));
+            }
+            "size_mismatch_after_shrink_in_place" => {
+                // 1000 B is in the 1024 B slot; 600 B keeps it (at least half the slot). 300 B
+                // is less than half of it: no realloc could have left such a block there.
+                let p = P.alloc(l(1000));
+                let q = P.realloc(p, l(1000), 600);
+                assert_eq!(p, q, "600 B of a 1024 B slot stays in place");
+                P.dealloc(q, l(300));
             }
             "small_freed_as_large" => {
                 let p = P.alloc(l(64));
@@ -210,6 +219,35 @@ fn correct_use_passes_every_check() {
     for (p, s) in blocks {
         // SAFETY: allocated above, freed once here (on another thread than its allocator's).
         unsafe { P.dealloc(p as *mut u8, l(s)) };
+    }
+}
+
+/// A block that realloc shrank in place (into a smaller class's size, still in its slot) is freed
+/// and reallocated with its new layout: the size-mismatch check accepts it, and the slot is
+/// poisoned and checked whole when it is freed and handed out again.
+#[test]
+fn blocks_shrunk_in_place_pass_the_checks() {
+    for (from, to, back) in [
+        (1000usize, 600usize, 1024usize),
+        (128, 64, 100),
+        (32768, 16384, 30000),
+        (48, 24, 40),
+    ] {
+        for _ in 0..3 {
+            // SAFETY: sizes > 0; each block is freed once, with the layout of its last realloc.
+            unsafe {
+                let p = P.alloc(l(from));
+                p.write_bytes(0x5a, from);
+                let q = P.realloc(p, l(from), to);
+                assert_eq!(p, q, "{from} -> {to} stays in its slot");
+                P.dealloc(q, l(to));
+                let p = P.alloc(l(from));
+                let q = P.realloc(p, l(from), to);
+                let r = P.realloc(q, l(to), back);
+                assert_eq!(q, r, "{to} -> {back} grows back within the slot");
+                P.dealloc(r, l(back));
+            }
+        }
     }
 }
 

@@ -268,3 +268,53 @@ fn trim_from_many_threads_at_once_is_safe() {
         h.join().unwrap();
     }
 }
+
+/// A block that realloc keeps in its slot stays counted there: one live slot of the slot's class
+/// with its new requested size, while it shrinks into a smaller class's sizes, grows back, and is
+/// freed (on another thread) with its last layout.
+#[test]
+fn realloc_in_place_keeps_the_counts_exact() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let slot = class_index(1000);
+    let before = poolalloc::stats();
+    let l = |s| Layout::from_size_align(s, 8).unwrap();
+    let delta = |s: &poolalloc::Stats, c: usize| {
+        (
+            s.classes[c].live_slots - before.classes[c].live_slots,
+            s.classes[c].requested_bytes - before.classes[c].requested_bytes,
+        )
+    };
+    // SAFETY: sizes > 0; the block is reallocated and freed with the layout it has at each step.
+    let p = unsafe { P.alloc(l(1000)) };
+    let mut size = 1000;
+    for new in [600, 900, 520, 1024] {
+        // SAFETY: as above.
+        let q = unsafe { P.realloc(p, l(size), new) };
+        assert_eq!(
+            q,
+            p,
+            "{size} -> {new} stays in the {}-byte slot",
+            poolalloc::class_sizes()[slot]
+        );
+        size = new;
+        let s = poolalloc::stats();
+        assert_eq!(delta(&s, slot), (1, new), "after {new}");
+        let small = class_index(new);
+        if small != slot {
+            assert_eq!(
+                delta(&s, small),
+                (0, 0),
+                "nothing counted in the class of {new}"
+            );
+        }
+    }
+    let p = p as usize;
+    std::thread::spawn(move || {
+        // SAFETY: the block's last layout; freed once.
+        unsafe { P.dealloc(p as *mut u8, l(size)) }
+    })
+    .join()
+    .unwrap();
+    let s = poolalloc::stats();
+    assert_eq!(delta(&s, slot), (0, 0));
+}

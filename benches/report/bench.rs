@@ -1,5 +1,6 @@
 //! The benchmark and fragmentation report: `cargo bench --bench report` (`-- --quick` for a smoke
-//! run under two minutes).
+//! run under two minutes; `-- --rounds=N` for another number of rounds; names, or parts of names,
+//! after `--` run only those workloads).
 //!
 //! Every workload runs as its own child process per allocator (RSS is process-wide), interleaved
 //! round by round with the allocator order rotated, several rounds; the table gives medians and the
@@ -21,6 +22,10 @@ use std::process::Command;
 use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, mpsc};
 use std::time::{Duration, Instant};
+
+// Workloads with a file of their own.
+mod markdown;
+mod rayon_reduce;
 
 // ------------------------------------------------------------------------------------------------
 // The switching global allocator.
@@ -539,6 +544,14 @@ fn threads(p: Params) -> Extra {
 /// The `.rs` files of the crates in cargo's registry source cache (the sources of this benchmark's
 /// own dependencies, so every machine that built it has them), sorted by path, up to `cap` bytes.
 fn rust_sources(cap: usize) -> Vec<String> {
+    registry_texts("rs", cap)
+}
+
+/// The files with extension `ext` in cargo's registry source cache (the sources of this
+/// benchmark's own dependencies, present on every machine that built it, with no network at run
+/// time), sorted by path, read until `cap` bytes; files over 256 KiB are skipped. The same
+/// lockfile gives the same files on every machine.
+fn registry_texts(ext: &str, cap: usize) -> Vec<String> {
     let home = std::env::var_os("CARGO_HOME")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
@@ -553,7 +566,7 @@ fn rust_sources(cap: usize) -> Vec<String> {
             let path = e.path();
             if path.is_dir() {
                 dirs.push(path);
-            } else if path.extension().is_some_and(|x| x == "rs") {
+            } else if path.extension().is_some_and(|x| x == ext) {
                 files.push(path);
             }
         }
@@ -566,7 +579,7 @@ fn rust_sources(cap: usize) -> Vec<String> {
             break;
         }
         if let Ok(text) = std::fs::read_to_string(&f) {
-            // Generated tables (hundreds of KiB of literals) say little about a parser's heap.
+            // Generated files (hundreds of KiB of tables or literals) say little about a heap.
             if text.len() <= 256 * 1024 {
                 total += text.len();
                 out.push(text);
@@ -575,7 +588,7 @@ fn rust_sources(cap: usize) -> Vec<String> {
     }
     assert!(
         total >= cap / 2,
-        "found only {total} bytes of Rust sources under {}: build the benchmark first (its \
+        "found only {total} bytes of .{ext} files under {}: build the benchmark first (its \
          dependencies' sources are the input)",
         home.display()
     );
@@ -797,6 +810,8 @@ const WORKLOADS: &[(&str, Workload, bool)] = &[
     ("syn-parse", syn_parse, false),
     ("json-roundtrip", json_roundtrip, false),
     ("rayon-drop", rayon_drop, false),
+    ("markdown-html", markdown::markdown_html, false),
+    ("rayon-reduce", rayon_reduce::rayon_reduce, false),
     ("frag-fill-free90", frag_fill_free90, true),
     ("frag-long-short", frag_long_short, true),
     ("frag-drift", frag_drift, true),
@@ -910,15 +925,25 @@ pub fn main() {
     }
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
-    let only: Option<&String> = args.iter().skip(1).find(|a| !a.starts_with('-'));
+    // Names (or parts of names) of the workloads to run; none: all of them.
+    let only: Vec<&String> = args
+        .iter()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     let (rounds, scale) = if quick { (1, 1) } else { (5, 4) };
+    // `--rounds=N`: more or fewer interleaved rounds than the mode's default.
+    let rounds = args
+        .iter()
+        .find_map(|a| a.strip_prefix("--rounds=")?.parse().ok())
+        .unwrap_or(rounds);
     let exe = std::env::current_exe().unwrap();
     let hardened_exe = build_hardened();
     let json = write_json_input();
     let workloads: Vec<&(&str, Workload, bool)> = WORKLOADS
         .iter()
-        .filter(|w| only.is_none_or(|o| w.0.contains(o.as_str())))
+        .filter(|w| only.is_empty() || only.iter().any(|o| w.0.contains(o.as_str())))
         .collect();
     // runs[workload][allocator] = every round's result
     let mut runs: Vec<Vec<Vec<Run>>> = vec![vec![Vec::new(); RUNNERS.len()]; workloads.len()];
