@@ -24,6 +24,7 @@ use std::sync::{Arc, Barrier, mpsc};
 use std::time::{Duration, Instant};
 
 // Workloads with a file of their own.
+mod large_buffers;
 mod markdown;
 mod rayon_reduce;
 
@@ -791,9 +792,6 @@ fn frag_free_all(p: Params) -> Extra {
     after_free(&mut e);
     e
 }
-
-#[path = "large_buffers.rs"]
-mod large_buffers;
 
 type Workload = fn(Params) -> Extra;
 
