@@ -13,16 +13,9 @@ use std::sync::{Arc, Barrier, mpsc};
 #[global_allocator]
 static GLOBAL: poolalloc::PoolAlloc = poolalloc::PoolAlloc::new();
 
-fn rss() -> usize {
-    poolalloc::stats()
-        .rss_bytes
-        .expect("RSS is reported on Linux, macOS, FreeBSD and Windows")
-}
-
-/// Why this process's RSS says nothing of the allocator, if it does not (see `tests/stats.rs`).
-fn rss_not_the_programs() -> Option<String> {
-    std::env::var("POOLALLOC_TEST_RSS_NOT_THE_PROGRAMS").ok()
-}
+#[path = "common/rss.rs"]
+mod rss;
+use rss::{rss, rss_not_the_programs};
 
 #[test]
 #[cfg_attr(

@@ -143,19 +143,9 @@ fn totals_equal_what_was_allocated() {
     assert_eq!(trimmed.cached_bytes, 0, "{trimmed}");
 }
 
-fn rss() -> usize {
-    poolalloc::stats()
-        .rss_bytes
-        .expect("RSS is reported on Linux, macOS, FreeBSD and Windows")
-}
-
-/// Why this process's RSS says nothing of the allocator, if it does not: set by .ci/targets under
-/// qemu-user, where /proc/self/statm is the emulator's own and counts its heap and translated code,
-/// which grow while the test runs (the RSS assertions are then skipped; the allocator's own
-/// accounting is still checked).
-fn rss_not_the_programs() -> Option<String> {
-    std::env::var("POOLALLOC_TEST_RSS_NOT_THE_PROGRAMS").ok()
-}
+#[path = "common/rss.rs"]
+mod rss;
+use rss::{rss, rss_not_the_programs};
 
 #[test]
 #[cfg_attr(
