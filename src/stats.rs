@@ -46,6 +46,13 @@ impl ClassStats {
     }
 }
 
+impl Stats {
+    /// Live blocks, small (live slots of every class) and large.
+    pub fn live_blocks(&self) -> usize {
+        self.classes.iter().map(|c| c.live_slots).sum::<usize>() + self.large_blocks
+    }
+}
+
 /// A snapshot of the allocator's state. Counters are read class by class and thread by thread, so
 /// a snapshot taken while other threads allocate is approximate; one taken while they are quiet is
 /// exact.
@@ -83,10 +90,11 @@ pub struct Stats {
     /// at the granularity of those batches: it leads the exact count by the slots waiting on the
     /// current chunks' free lists at the snapshot, and lags it by re-use within a batch.
     pub allocations: usize,
-    /// `allocations` minus the blocks live now (small and large): blocks freed since start, with
-    /// the same approximation as `allocations` (so `allocations - frees` is exactly the live
-    /// blocks at a quiet point). Unlike `allocations` it may step back when a thread takes slots
-    /// from a batch already counted.
+    /// Blocks freed since start: `allocations` minus the blocks live now (small and large), with
+    /// the same approximation as `allocations`, and never less than in an earlier snapshot (a
+    /// counter must not step back; `allocations` minus live blocks does when a thread takes slots
+    /// from a batch already counted). So `allocations - frees` is at least the live blocks, and
+    /// equal to them unless such a step was held back.
     pub frees: usize,
     /// Bytes allocated since start: slot bytes of the small allocations counted in
     /// `allocations` (slot sizes, not requested sizes), plus the requested bytes of large blocks.
@@ -174,7 +182,12 @@ fn gather(s: &mut Stats) {
     (s.large_blocks, s.large_bytes) = (blocks, bytes);
     s.allocations = s.allocations.wrapping_add(allocated);
     s.allocated_bytes = s.allocated_bytes.wrapping_add(allocated_bytes);
-    s.frees = s.allocations.saturating_sub(live_blocks + blocks);
+    // The most any snapshot reported: `frees` is a counter (see its doc).
+    static FREES: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+    let frees = s.allocations.saturating_sub(live_blocks + blocks);
+    s.frees = FREES
+        .fetch_max(frees, core::sync::atomic::Ordering::Relaxed)
+        .max(frees);
     let (peak, mapped, purged) = source::lifetime();
     s.peak_reserved_bytes = peak * CHUNK_SIZE;
     s.chunks_mapped = mapped;
