@@ -4,7 +4,8 @@
 //! other chunks with free slots (`avail`) and a list of full ones (`full`). Only the owning thread
 //! touches a heap's lists and its chunks' owner fields; other threads touch a heap only through
 //! atomics: its counters (read by `stats`) and its `hint` (set by a remote free that found a full
-//! chunk, so the owner looks at its full list again).
+//! chunk, so the owner looks at its full list again), and `stats` walks its lists under its
+//! `lists` lock, which the owner takes only where a chunk changes place (never on a fast path).
 //!
 //! ```text
 //! alloc:  current.free ─ pop ─▶ slot                       (no lock, no atomic)
@@ -466,6 +467,11 @@ unsafe fn free_slow(p: *mut u8, h: *mut Heap) {
             unlink(&raw mut (*b).avail, ch);
             if *current(h, c) == chunk::dummy() {
                 make_current(h, c, ch);
+                // Remote frees collected while it waited on the avail list are on `free`: the
+                // fast path will hand them out with no refill, so they are supplied now.
+                if !(*ch).free.is_null() {
+                    count_supply(b, ch);
+                }
             } else {
                 drop(l);
                 retire(ch);
@@ -770,7 +776,8 @@ pub fn trim_current_thread() {
             }
             let cur = *current(h, c);
             if cur != chunk::dummy() {
-                collect(b, cur);
+                // Collected onto the current chunk's free list: supplied to the fast path.
+                bump(&(*b).supplied, collect(b, cur) as usize);
                 if chunk::used(cur) == 0 {
                     let l = (*h).lists.lock();
                     *current(h, c) = chunk::dummy();

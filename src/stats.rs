@@ -84,11 +84,11 @@ pub struct Stats {
     /// Blocks allocated since start (cumulative, never decreasing). Large blocks are counted
     /// exactly, as they are allocated (a `realloc` that moves or resizes one counts one more).
     /// Small blocks are counted, at no cost to the fast path, when the slow path hands a batch
-    /// of free slots to a thread's fast path (puts them on its current chunk's free list): a slot
-    /// is counted when supplied, before the program takes it, and a slot freed and taken again
-    /// from the same batch of local frees is counted once per batch. So this counts allocations
-    /// at the granularity of those batches: it leads the exact count by the slots waiting on the
-    /// current chunks' free lists at the snapshot, and lags it by re-use within a batch.
+    /// of free slots to a thread's fast path (puts them on its current chunk's free list, which
+    /// the fast path pops): a slot is counted when supplied, before the program takes it. So the
+    /// figure is never below the exact count, and above it by the slots waiting on the threads'
+    /// current free lists at the snapshot (plus those a thread still had there when it exited,
+    /// which the thread that adopts the chunk counts again).
     pub allocations: usize,
     /// Blocks freed since start: `allocations` minus the blocks live now (small and large), with
     /// the same approximation as `allocations`, and never less than in an earlier snapshot (a
