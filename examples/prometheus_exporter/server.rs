@@ -3,8 +3,9 @@
 //! after each answer (`Connection: close`): a scrape every few seconds needs no more. Shared by
 //! the example (`main.rs`) and the test that scrapes it (`tests/prometheus_exporter.rs`).
 
-use std::io::{self, BufRead, BufReader, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::time::Duration;
 
 /// Serves scrapes on `listener` until `stop()` is true after a connection (or accepting fails).
 pub fn serve(listener: &TcpListener, stop: impl Fn() -> bool) -> io::Result<()> {
@@ -43,11 +44,20 @@ fn answer(conn: TcpStream) -> io::Result<()> {
             "not found: try /metrics\n".to_string(),
         )
     };
-    let mut out = &conn;
-    write!(
-        out,
+    // One write for the whole answer (a write per piece would send a segment each).
+    let answer = format!(
         "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
-    )?;
-    out.flush()
+    );
+    let mut out = &conn;
+    out.write_all(answer.as_bytes())?;
+    out.flush()?;
+    // Close gracefully: end our side, then read what the client may still send until it closes
+    // (closing with unread bytes would make the kernel reset the connection, and the client could
+    // lose the answer).
+    conn.shutdown(Shutdown::Write)?;
+    conn.set_read_timeout(Some(Duration::from_secs(1)))?;
+    let mut sink = [0u8; 512];
+    while matches!((&conn).read(&mut sink), Ok(n) if n > 0) {}
+    Ok(())
 }
