@@ -50,7 +50,7 @@
 use crate::link;
 use crate::size_class;
 use core::ptr;
-use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 
 /// log2 of [`CHUNK_SIZE`].
 pub const CHUNK_SHIFT: usize = 18;
@@ -115,7 +115,10 @@ pub struct Chunk {
     /// `bump`, published for the `hardened` checks, which run on any thread: every slot below it
     /// has been carved, every slot at or above it never was.
     pub carved: AtomicUsize,
-    _pad0: [u8; 32],
+    /// When the chunk last became empty (`os::now_ms`), while the source holds it (so no heap
+    /// writes this line while it owns the chunk).
+    pub emptied_at: u32,
+    _pad0: [u8; 28],
 
     /// Free slots the owner hands out next.
     pub free: *mut FreeSlot,
@@ -127,22 +130,29 @@ pub struct Chunk {
     /// Links of the list that holds the chunk (a heap's, or the chunk source's).
     pub prev: *mut Chunk,
     pub next: *mut Chunk,
-    /// Slots handed out plus slots on `remote` (see the module docs).
-    pub used: u32,
+    /// Slots handed out plus slots on `remote` (see the module docs). Written only by the owner
+    /// (a load and a store, which compile to one `inc`/`dec`); an atomic so that `stats` may read
+    /// it while the owner works: the live slots are summed from here at snapshot time.
+    pub used: AtomicU32,
     /// The owner's free path takes its slow path when `used` drops to this value: 0 for a chunk on
     /// the heap's list of chunks with free slots (it became empty), `capacity - 1` for a full one
     /// (the first slot came back), never ([`NEVER`]) for the current chunk. One compare on the fast
     /// path covers both events.
     pub notify_at: u32,
-    /// When the chunk last became empty (`os::now_ms`), while the source holds it.
-    pub emptied_at: u32,
+    /// Requested bytes the owner handed out minus those it freed or resized away (wrapping), read
+    /// by `stats` like `used`. The chunk's live requested bytes are `requested - remote_requested`
+    /// (wrapping `u32`: the true figure is below `CHUNK_SIZE`, so the difference is exact).
+    pub requested: AtomicU32,
     /// On the owner's list of full chunks.
     pub in_full: bool,
     _pad1: [u8; 3],
 
     /// Frees by other threads (a list of slots, linked like `free`), with the [`FULL`] bit.
     pub remote: AtomicUsize,
-    _pad2: [u8; 56],
+    /// Requested bytes freed (or resized away) by other threads (wrapping), added before the slot
+    /// is pushed onto `remote` (while it is still live, so the chunk cannot change hands).
+    pub remote_requested: AtomicU32,
+    _pad2: [u8; 52],
 }
 
 /// `notify_at` of a chunk whose frees never need the slow path (the current chunk).
@@ -165,8 +175,13 @@ pub const fn capacity_of(c: usize) -> usize {
 /// The header of the chunk that holds address `p`.
 #[inline(always)]
 pub fn of<T>(p: *mut T) -> *mut Chunk {
-    p.cast::<u8>()
-        .map_addr(|a| (a & !(CHUNK_SIZE - 1)) + (CHUNK_SIZE - HEADER_SIZE))
+    // Through the address: a mask, the header's fields then at constant displacements (as an
+    // offset from `p`, the compiler computes the offset and its negation: three more
+    // instructions on the free path). `p`'s provenance, which covers the whole chunk (one
+    // mapping of ours), is exposed here and taken up again by the header pointer.
+    let a = p.expose_provenance();
+    ptr::with_exposed_provenance_mut::<u8>(a & !(CHUNK_SIZE - 1))
+        .wrapping_add(CHUNK_SIZE - HEADER_SIZE)
         .cast()
 }
 
@@ -188,6 +203,40 @@ pub const fn dummy() -> *mut Chunk {
     (&raw const DUMMY).cast_mut().cast()
 }
 
+/// `used` of chunk `c` (owner or `stats`).
+///
+/// # Safety
+/// `c` must be a live header.
+#[inline(always)]
+pub unsafe fn used(c: *mut Chunk) -> u32 {
+    // SAFETY: c is a live header (caller); `used` is an atomic.
+    unsafe { (*c).used.load(Ordering::Relaxed) }
+}
+
+/// Sets `used` of chunk `c`: a plain store (only the owner writes it).
+///
+/// # Safety
+/// `c` must be a live header the caller owns.
+#[inline(always)]
+pub unsafe fn set_used(c: *mut Chunk, n: u32) {
+    // SAFETY: c is a live header the caller owns; `used` is an atomic.
+    unsafe { (*c).used.store(n, Ordering::Relaxed) }
+}
+
+/// Live requested bytes of chunk `c` (see [`Chunk::requested`]).
+///
+/// # Safety
+/// `c` must be a live header.
+#[inline]
+pub unsafe fn requested(c: *mut Chunk) -> u32 {
+    // SAFETY: c is a live header (caller); both fields are atomics.
+    unsafe {
+        (*c).requested
+            .load(Ordering::Relaxed)
+            .wrapping_sub((*c).remote_requested.load(Ordering::Relaxed))
+    }
+}
+
 /// Writes a fresh header for class `class` into the chunk at `base`: no slot carved, no owner.
 ///
 /// # Safety
@@ -206,20 +255,22 @@ pub unsafe fn init(base: *mut u8, class: usize) -> *mut Chunk {
             capacity: cap as u32,
             magic: LIVE,
             carved: AtomicUsize::new(base as usize),
-            _pad0: [0; 32],
+            emptied_at: 0,
+            _pad0: [0; 28],
             free: ptr::null_mut(),
             local_free: ptr::null_mut(),
             bump: base,
             end: base.add(cap * size_class::CLASS_SIZE[class]),
             prev: ptr::null_mut(),
             next: ptr::null_mut(),
-            used: 0,
+            used: AtomicU32::new(0),
             notify_at: NEVER,
-            emptied_at: 0,
+            requested: AtomicU32::new(0),
             in_full: false,
             _pad1: [0; 3],
             remote: AtomicUsize::new(0),
-            _pad2: [0; 56],
+            remote_requested: AtomicU32::new(0),
+            _pad2: [0; 52],
         });
     }
     c
@@ -289,7 +340,7 @@ pub unsafe fn collect_remote(c: *mut Chunk) -> u32 {
         }
         FreeSlot::set_next(tail, (*c).free);
         (*c).free = head;
-        (*c).used -= n;
+        set_used(c, used(c) - n);
         n
     }
 }
@@ -434,11 +485,11 @@ pub unsafe fn check(c: *mut Chunk) {
         assert_eq!((*c).capacity as usize, capacity_of((*c).class as usize));
         let remote = ((*c).remote.load(Ordering::Acquire) & !FULL) as *mut FreeSlot;
         assert_eq!(
-            list_len((*c).free) + list_len((*c).local_free) + (*c).used as usize,
+            list_len((*c).free) + list_len((*c).local_free) + used(c) as usize,
             carved,
             "slots lost or doubled"
         );
-        assert!(list_len(remote) <= (*c).used as usize);
+        assert!(list_len(remote) <= used(c) as usize);
     }
 }
 
@@ -463,7 +514,7 @@ mod tests {
             let p = (*c).free;
             if !p.is_null() {
                 (*c).free = FreeSlot::next(p);
-                (*c).used += 1;
+                set_used(c, used(c) + 1);
             }
             p
         }
@@ -521,7 +572,7 @@ mod tests {
                         0 => {
                             FreeSlot::set_next(s, (*c).local_free);
                             (*c).local_free = s;
-                            (*c).used -= 1;
+                            set_used(c, used(c) - 1);
                         }
                         1 => assert_eq!(push_remote(c, s), i == 1, "FULL cleared once"),
                         _ => {}
@@ -532,7 +583,7 @@ mod tests {
                 let back_remote = (cap + 1) / 3;
                 assert!(take_local(c));
                 assert_eq!(collect_remote(c) as usize, back_remote);
-                assert_eq!((*c).used as usize, cap - back_local - back_remote);
+                assert_eq!(used(c) as usize, cap - back_local - back_remote);
                 check(c);
                 let mut again = std::collections::HashSet::new();
                 loop {
@@ -543,7 +594,7 @@ mod tests {
                     assert!(again.insert(s as usize));
                 }
                 assert_eq!(again.len(), back_local + back_remote);
-                assert_eq!((*c).used as usize, cap);
+                assert_eq!(used(c) as usize, cap);
                 check(c);
                 dealloc(p, l);
             }

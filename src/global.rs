@@ -136,21 +136,40 @@ fn block_align(size: usize, align: usize) -> usize {
     }
 }
 
+/// `raw_alloc` beyond the common case. Size first, where the fast path holds it.
+///
+/// # Safety
+/// `size` and `align` form a valid layout of non-zero size.
+#[inline(never)]
+unsafe fn alloc_rest(size: usize, align: usize) -> *mut u8 {
+    match class_of(size, align) {
+        Some(c) => small_alloc(c, size),
+        // SAFETY: a valid, non-zero layout (caller).
+        None => unsafe { large::alloc(Layout::from_size_align_unchecked(size, align)) },
+    }
+}
+
+/// A block of class `c` for a request of `size` bytes (null when out of memory).
+#[inline(always)]
+fn small_alloc(c: usize, size: usize) -> *mut u8 {
+    let p = heap::alloc(c, size);
+    if !p.is_null() {
+        hardened::on_hand_out(p, c);
+    }
+    p
+}
+
 impl PoolAlloc {
     #[inline(always)]
     unsafe fn raw_alloc(&self, layout: Layout) -> *mut u8 {
         let layout = block_layout(layout);
-        match class_of(layout.size(), layout.align()) {
-            Some(c) => {
-                let p = heap::alloc(c, layout.size());
-                if !p.is_null() {
-                    hardened::on_hand_out(p, c);
-                }
-                p
-            }
-            // SAFETY: forwarded contract.
-            None => unsafe { large::alloc(layout) },
+        // The common case straight through (no branch joins it: one jump fewer), the rest out of
+        // line.
+        if let Some(c) = size_class::class_of_common(layout.size(), layout.align()) {
+            return small_alloc(c, layout.size());
         }
+        // SAFETY: forwarded contract.
+        unsafe { alloc_rest(layout.size(), layout.align()) }
     }
 
     #[inline(always)]
@@ -202,8 +221,9 @@ impl PoolAlloc {
                 block_align(new_size, layout.align()),
                 ptr as usize,
             ) {
-                // The block stays counted in its slot's class, with its new requested size.
-                heap::resized(c, layout.size(), new_size);
+                // The block stays in its slot (its chunk counts it), with its new requested size.
+                // SAFETY: ptr is a live small block (caller's contract).
+                unsafe { heap::resized(ptr, layout.size(), new_size) };
                 return ptr;
             }
         } else {

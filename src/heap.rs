@@ -4,7 +4,8 @@
 //! other chunks with free slots (`avail`) and a list of full ones (`full`). Only the owning thread
 //! touches a heap's lists and its chunks' owner fields; other threads touch a heap only through
 //! atomics: its counters (read by `stats`) and its `hint` (set by a remote free that found a full
-//! chunk, so the owner looks at its full list again).
+//! chunk, so the owner looks at its full list again), and `stats` walks its lists under its
+//! `lists` lock, which the owner takes only where a chunk changes place (never on a fast path).
 //!
 //! ```text
 //! alloc:  current.free ─ pop ─▶ slot                       (no lock, no atomic)
@@ -36,20 +37,20 @@ use crate::lock::Lock;
 use crate::size_class::NUM_CLASSES;
 use crate::{fork, os, source};
 use core::ptr;
-use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 
-/// One class of a heap.
+/// One class of a heap. The fast paths count nothing here: a chunk's own `used` and `requested`
+/// are the live counts, summed over the heap's chunks by [`class_totals`].
 #[repr(C)]
 struct Bin {
-    /// The chunk the fast path pops from ([`chunk::dummy`] when none); on neither list.
-    current: *mut Chunk,
-    /// Blocks this thread allocated minus those it freed (wrapping; owner load + store).
-    live: AtomicUsize,
-    /// Their requested bytes, likewise.
-    requested: AtomicUsize,
     /// Remote frees this thread made minus remote frees this heap collected (wrapping).
     pending: AtomicUsize,
+    /// Slots the slow path put on this heap's current chunks' free lists for the fast path to
+    /// hand out (owner load + store): the small part of `Stats::allocations`.
+    supplied: AtomicUsize,
     /// Other chunks with free slots, and full chunks: doubly linked through `prev`/`next`.
+    /// `current`, `avail` and `full` (and the links of the chunks on them) change only under the
+    /// heap's `lists` lock, so that `stats` can walk them.
     avail: *mut Chunk,
     full: *mut Chunk,
 }
@@ -57,12 +58,21 @@ struct Bin {
 /// A thread's heap.
 #[repr(C)]
 pub struct Heap {
+    /// Per class, the chunk the fast path pops from ([`chunk::dummy`] when none), on neither of
+    /// the bin's lists. An array of its own, so the fast path finds it with one scaled load.
+    current: [*mut Chunk; NUM_CLASSES],
     bins: [Bin; NUM_CLASSES],
     /// Bit `c`: a remote free found a full chunk of class `c` (set by any thread).
     hint: AtomicU64,
     /// Large blocks allocated minus freed by this thread, and their bytes (wrapping).
     large_blocks: AtomicUsize,
     large_bytes: AtomicUsize,
+    /// Large blocks this thread allocated, and their bytes, since it started (owner load + store).
+    large_allocated: AtomicUsize,
+    large_allocated_bytes: AtomicUsize,
+    /// Held by the owner while it changes which chunks its bins list (slow paths only), and by
+    /// `stats` while it walks them. A leaf: nothing else is taken, and nothing allocates, under it.
+    lists: Lock<()>,
     /// Registry (or free-list) links, under the registry lock.
     prev: *mut Heap,
     next: *mut Heap,
@@ -70,12 +80,11 @@ pub struct Heap {
 
 const fn new_heap() -> Heap {
     Heap {
+        current: [chunk::dummy(); NUM_CLASSES],
         bins: [const {
             Bin {
-                current: chunk::dummy(),
-                live: AtomicUsize::new(0),
-                requested: AtomicUsize::new(0),
                 pending: AtomicUsize::new(0),
+                supplied: AtomicUsize::new(0),
                 avail: ptr::null_mut(),
                 full: ptr::null_mut(),
             }
@@ -83,6 +92,9 @@ const fn new_heap() -> Heap {
         hint: AtomicU64::new(0),
         large_blocks: AtomicUsize::new(0),
         large_bytes: AtomicUsize::new(0),
+        large_allocated: AtomicUsize::new(0),
+        large_allocated_bytes: AtomicUsize::new(0),
+        lists: Lock::new(()),
         prev: ptr::null_mut(),
         next: ptr::null_mut(),
     }
@@ -123,9 +135,23 @@ fn bin(h: *mut Heap, c: usize) -> *mut Bin {
     unsafe { (&raw mut (*h).bins).cast::<Bin>().add(c) }
 }
 
+/// Where heap `h` keeps the current chunk of class `c`.
+#[inline(always)]
+fn current(h: *mut Heap, c: usize) -> *mut *mut Chunk {
+    debug_assert!(c < NUM_CLASSES);
+    // SAFETY: as in `bin`.
+    unsafe { (&raw mut (*h).current).cast::<*mut Chunk>().add(c) }
+}
+
 /// Adds `d` (wrapping) to a counter only its owner writes: a load and a store, no read-modify-write.
 #[inline(always)]
 fn bump(a: &AtomicUsize, d: usize) {
+    a.store(a.load(Relaxed).wrapping_add(d), Relaxed);
+}
+
+/// [`bump`] for a chunk's 32-bit counters.
+#[inline(always)]
+fn bump32(a: &AtomicU32, d: u32) {
     a.store(a.load(Relaxed).wrapping_add(d), Relaxed);
 }
 
@@ -158,20 +184,18 @@ pub unsafe fn dealloc_unsized(p: *mut u8) {
 #[inline(always)]
 fn alloc_with<const REQUESTED: bool>(c: usize, size: usize) -> *mut u8 {
     let h = this_heap();
-    let b = bin(h, c);
     // SAFETY: h is this thread's heap (or a static one, whose current is the dummy chunk with a
     // null free list); `current` is a live chunk this heap owns, or the dummy.
     unsafe {
-        let ch = (*b).current;
+        let ch = *current(h, c);
         let p = (*ch).free;
         if p.is_null() {
-            return alloc_slow(h, c, size);
+            return alloc_slow(size, c, h);
         }
         (*ch).free = FreeSlot::next(p);
-        (*ch).used += 1;
-        bump(&(*b).live, 1);
+        chunk::set_used(ch, chunk::used(ch) + 1);
         if REQUESTED {
-            bump(&(*b).requested, size);
+            bump32(&(*ch).requested, size as u32);
         }
         p.cast()
     }
@@ -198,36 +222,43 @@ unsafe fn dealloc_with<const REQUESTED: bool>(p: *mut u8, size: usize) {
     // thread owns the chunk and may write its fields.
     unsafe {
         let owner = (*ch).owner.load(Relaxed);
-        let c = (*ch).class as usize;
         if owner != h.cast() {
-            return free_remote(h, owner, c, ch, p, size);
+            return free_remote(p, if REQUESTED { size } else { 0 }, h, owner);
         }
         let s = p.cast::<FreeSlot>();
         FreeSlot::set_next(s, (*ch).local_free);
         (*ch).local_free = s;
-        let used = (*ch).used - 1;
-        (*ch).used = used;
-        let b = bin(h, c);
-        bump(&(*b).live, usize::MAX);
+        let used = chunk::used(ch) - 1;
+        chunk::set_used(ch, used);
         if REQUESTED {
-            bump(&(*b).requested, size.wrapping_neg());
+            bump32(&(*ch).requested, (size as u32).wrapping_neg());
         }
         if used == (*ch).notify_at {
-            free_slow(h, c, ch);
+            // The slow paths take `p` and find the chunk again: one register fewer here.
+            free_slow(p, h);
         }
     }
 }
 
-/// A block of class `c` stays in place while its requested size changes from `old` to `new`.
+/// Small block `p` stays in place while its requested size changes from `old` to `new`.
+///
+/// # Safety
+/// `p` must be a live small block of this allocator.
 #[inline]
-pub fn resized(c: usize, old: usize, new: usize) {
-    let h = this_heap();
-    if h == empty() || h == exited() {
-        bump(&ORPHAN[c].requested, new.wrapping_sub(old));
-        return;
+pub unsafe fn resized(p: *mut u8, old: usize, new: usize) {
+    let ch = chunk::of(p);
+    // SAFETY: p is live, so its chunk header is; its owner may write `requested`, any other
+    // thread adds to `remote_requested` (the block stays live meanwhile, so the chunk cannot
+    // change hands under us).
+    unsafe {
+        if (*ch).owner.load(Relaxed) == this_heap().cast() {
+            bump32(&(*ch).requested, new.wrapping_sub(old) as u32);
+        } else {
+            (*ch)
+                .remote_requested
+                .fetch_add(old.wrapping_sub(new) as u32, Relaxed);
+        }
     }
-    // SAFETY: h is this thread's registered heap.
-    unsafe { bump(&(*bin(h, c)).requested, new.wrapping_sub(old)) };
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -235,7 +266,8 @@ pub fn resized(c: usize, old: usize, new: usize) {
 
 #[cold]
 #[inline(never)]
-fn alloc_slow(h: *mut Heap, c: usize, size: usize) -> *mut u8 {
+// Arguments in the order the fast path holds them (the request's size stays in its register).
+fn alloc_slow(size: usize, c: usize, h: *mut Heap) -> *mut u8 {
     let h = if h == empty() { init_heap() } else { h };
     if h == exited() {
         return alloc_shared(c, size);
@@ -251,16 +283,14 @@ fn alloc_slow(h: *mut Heap, c: usize, size: usize) -> *mut u8 {
 unsafe fn alloc_from(h: *mut Heap, c: usize, size: usize) -> *mut u8 {
     // SAFETY: the caller owns h and so every chunk on its lists.
     unsafe {
-        let b = bin(h, c);
         let ch = refill(h, c);
         if ch.is_null() {
             return ptr::null_mut();
         }
         let p = (*ch).free;
         (*ch).free = FreeSlot::next(p);
-        (*ch).used += 1;
-        bump(&(*b).live, 1);
-        bump(&(*b).requested, size);
+        chunk::set_used(ch, chunk::used(ch) + 1);
+        bump32(&(*ch).requested, size as u32);
         p.cast()
     }
 }
@@ -276,18 +306,25 @@ unsafe fn refill(h: *mut Heap, c: usize) -> *mut Chunk {
     unsafe {
         let b = bin(h, c);
         let mut adopted = 0;
+        // The current chunk was made current by this call: its free list is new supply.
+        let mut fresh = false;
         loop {
-            let ch = (*b).current;
+            let ch = *current(h, c);
             if !(*ch).free.is_null() {
+                if fresh {
+                    count_supply(b, ch);
+                }
                 return ch;
             }
             if ch != chunk::dummy() {
                 if chunk::take_local(ch) {
                     // Remote frees are collected on every refill too, so they never wait long.
                     collect(b, ch);
+                    count_supply(b, ch);
                     return ch;
                 }
                 if collect(b, ch) > 0 || chunk::extend(ch) > 0 {
+                    count_supply(b, ch);
                     return ch;
                 }
                 // Nothing left: to the full list, unless remote frees came in meanwhile.
@@ -295,18 +332,21 @@ unsafe fn refill(h: *mut Heap, c: usize) -> *mut Chunk {
                     continue;
                 }
                 (*ch).in_full = true;
-                (*ch).notify_at = (*ch).used - 1;
+                (*ch).notify_at = chunk::used(ch) - 1;
+                let _l = (*h).lists.lock();
                 push(&raw mut (*b).full, ch);
-                (*b).current = chunk::dummy();
+                *current(h, c) = chunk::dummy();
             }
             if (*h).hint.load(Relaxed) & (1 << c) != 0 {
                 (*h).hint.fetch_and(!(1 << c), Relaxed);
                 unfull_hinted(h, c);
             }
+            fresh = true;
             let next = (*b).avail;
             if !next.is_null() {
+                let _l = (*h).lists.lock();
                 unlink(&raw mut (*b).avail, next);
-                make_current(b, next);
+                make_current(h, c, next);
                 continue;
             }
             // An abandoned chunk of this class (a few at most: they may all be full).
@@ -315,7 +355,8 @@ unsafe fn refill(h: *mut Heap, c: usize) -> *mut Chunk {
                 if !a.is_null() {
                     adopted += 1;
                     (*a).owner.store(h.cast(), Relaxed);
-                    make_current(b, a);
+                    let _l = (*h).lists.lock();
+                    make_current(h, c, a);
                     continue;
                 }
             }
@@ -324,8 +365,35 @@ unsafe fn refill(h: *mut Heap, c: usize) -> *mut Chunk {
                 return ptr::null_mut();
             }
             (*n).owner.store(h.cast(), Relaxed);
-            make_current(b, n);
+            let _l = (*h).lists.lock();
+            make_current(h, c, n);
         }
+    }
+}
+
+/// Counts the slots on current chunk `ch`'s free list as supplied to the fast path (they were
+/// not counted before: the refill found the list empty, or made the chunk current).
+///
+/// # Safety
+/// The caller owns `ch`, the current chunk of bin `b`, with a non-empty free list.
+unsafe fn count_supply(b: *mut Bin, ch: *mut Chunk) {
+    // SAFETY: the caller owns ch, so its lists and counts are ours to read.
+    unsafe {
+        let n = if (*ch).local_free.is_null() {
+            // Every carved slot not in use is on `free`: one division, no walk.
+            let size = crate::size_class::size_of((*ch).class as usize);
+            ((*ch).bump as usize - chunk::base(ch) as usize) / size - chunk::used(ch) as usize
+        } else {
+            // Made current with frees on both lists (rare): count `free` itself.
+            let mut n = 0;
+            let mut s = (*ch).free;
+            while !s.is_null() {
+                n += 1;
+                s = FreeSlot::next(s);
+            }
+            n
+        };
+        bump(&(*b).supplied, n);
     }
 }
 
@@ -357,10 +425,12 @@ unsafe fn unfull_hinted(h: *mut Heap, c: usize) {
         while !ch.is_null() {
             let next = (*ch).next;
             if (*ch).remote.load(Relaxed) & chunk::FULL == 0 {
+                let l = (*h).lists.lock();
                 unlink(&raw mut (*b).full, ch);
                 (*ch).in_full = false;
                 collect(b, ch);
-                if (*ch).used == 0 {
+                if chunk::used(ch) == 0 {
+                    drop(l);
                     retire(ch);
                 } else {
                     push_avail(b, ch);
@@ -375,26 +445,35 @@ unsafe fn unfull_hinted(h: *mut Heap, c: usize) {
 /// full chunk, or the last live slot of a chunk on the avail list.
 #[cold]
 #[inline(never)]
-unsafe fn free_slow(h: *mut Heap, c: usize, ch: *mut Chunk) {
+unsafe fn free_slow(p: *mut u8, h: *mut Heap) {
+    let ch = chunk::of(p);
     // SAFETY: the caller (dealloc) checked that h owns ch.
     unsafe {
+        let c = (*ch).class as usize;
         let b = bin(h, c);
+        let l = (*h).lists.lock();
         if (*ch).in_full {
             unlink(&raw mut (*b).full, ch);
             (*ch).in_full = false;
             // A remote free may have cleared FULL already (and hinted us): either way it is gone.
             (*ch).remote.fetch_and(!chunk::FULL, Relaxed);
-            if (*b).current == chunk::dummy() {
-                make_current(b, ch);
+            if *current(h, c) == chunk::dummy() {
+                make_current(h, c, ch);
             } else {
                 push_avail(b, ch);
             }
-        } else if (*ch).used == 0 {
+        } else if chunk::used(ch) == 0 {
             // On the avail list, now empty: give it back, unless the class has no current chunk.
             unlink(&raw mut (*b).avail, ch);
-            if (*b).current == chunk::dummy() {
-                make_current(b, ch);
+            if *current(h, c) == chunk::dummy() {
+                make_current(h, c, ch);
+                // Remote frees collected while it waited on the avail list are on `free`: the
+                // fast path will hand them out with no refill, so they are supplied now.
+                if !(*ch).free.is_null() {
+                    count_supply(b, ch);
+                }
             } else {
+                drop(l);
                 retire(ch);
             }
         }
@@ -416,17 +495,19 @@ unsafe fn retire(ch: *mut Chunk) {
 /// A free by a thread that does not own the slot's chunk (or has no heap yet, or has exited).
 #[cold]
 #[inline(never)]
-unsafe fn free_remote(
-    h: *mut Heap,
-    owner: *mut u8,
-    c: usize,
-    ch: *mut Chunk,
-    p: *mut u8,
-    size: usize,
-) {
+// Arguments in the order the fast path holds them, as `alloc_slow`'s.
+unsafe fn free_remote(p: *mut u8, size: usize, h: *mut Heap, owner: *mut u8) {
+    let ch = chunk::of(p);
     let h = if h == empty() { init_heap() } else { h };
-    // SAFETY: p is a handed-out slot of ch that nobody uses any more (caller).
-    let was_full = unsafe { chunk::push_remote(ch, p.cast()) };
+    // SAFETY: p is a handed-out slot of ch that nobody uses any more (caller): until it is pushed
+    // the chunk cannot change hands, so its class and `remote_requested` are this chunk's.
+    let (c, was_full) = unsafe {
+        let c = (*ch).class as usize;
+        if size != 0 {
+            (*ch).remote_requested.fetch_add(size as u32, Relaxed);
+        }
+        (c, chunk::push_remote(ch, p.cast()))
+    };
     if was_full && !owner.is_null() {
         // The owner was read before the push: after it the chunk may be collected and released.
         // Heaps are never unmapped, so a stale owner only gets a spurious hint.
@@ -437,12 +518,8 @@ unsafe fn free_remote(
     // SAFETY: the counters are this thread's own, or the orphan totals (atomics).
     unsafe {
         if h == exited() {
-            (*counters).live.fetch_sub(1, Relaxed);
-            (*counters).requested.fetch_sub(size, Relaxed);
             (*counters).pending.fetch_add(1, Relaxed);
         } else {
-            bump(&(*counters).live, usize::MAX);
-            bump(&(*counters).requested, size.wrapping_neg());
             bump(&(*counters).pending, 1);
         }
     }
@@ -455,11 +532,11 @@ unsafe fn free_remote(
 ///
 /// # Safety
 /// The caller owns `ch` and `b`.
-unsafe fn make_current(b: *mut Bin, ch: *mut Chunk) {
+unsafe fn make_current(h: *mut Heap, c: usize, ch: *mut Chunk) {
     // SAFETY: forwarded.
     unsafe {
         (*ch).notify_at = chunk::NEVER;
-        (*b).current = ch;
+        *current(h, c) = ch;
     }
 }
 
@@ -520,14 +597,12 @@ static REGISTRY: Lock<Registry> = Lock::new(Registry {
 /// Bytes the heap arena maps at a time.
 const ARENA_BLOCK: usize = 256 * 1024;
 
-/// Counters of threads that exited (and remote frees of threads with no heap): live, requested
-/// and pending per class, updated with atomic read-modify-writes.
+/// Counters of threads that exited (and remote frees of threads with no heap): pending and
+/// supplied per class, updated with atomic read-modify-writes.
 static ORPHAN: [Bin; NUM_CLASSES] = [const {
     Bin {
-        current: ptr::null_mut(),
-        live: AtomicUsize::new(0),
-        requested: AtomicUsize::new(0),
         pending: AtomicUsize::new(0),
+        supplied: AtomicUsize::new(0),
         avail: ptr::null_mut(),
         full: ptr::null_mut(),
     }
@@ -535,7 +610,9 @@ static ORPHAN: [Bin; NUM_CLASSES] = [const {
 // SAFETY: shared bins (ORPHAN) are used through their atomics only; their pointer fields are null
 // and never written.
 unsafe impl Sync for Bin {}
-static ORPHAN_LARGE: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
+/// The large-block counters of threads that exited (and of frees by threads with no heap):
+/// `large_blocks`, `large_bytes`, `large_allocated`, `large_allocated_bytes`, in that order.
+static ORPHAN_LARGE: [AtomicUsize; 4] = [const { AtomicUsize::new(0) }; 4];
 
 /// A fresh heap on the registry, or null when the OS has no memory.
 fn new_registered_heap() -> *mut Heap {
@@ -618,9 +695,16 @@ unsafe fn abandon_all(h: *mut Heap) {
     unsafe {
         for c in 0..NUM_CLASSES {
             let b = bin(h, c);
-            let cur = (*b).current;
-            (*b).current = chunk::dummy();
-            for ch in [cur, (*b).avail, (*b).full] {
+            let cur = *current(h, c);
+            let (avail, full) = ((*b).avail, (*b).full);
+            {
+                // Off the lists first (under the lock `stats` walks them with), then given away.
+                let _l = (*h).lists.lock();
+                *current(h, c) = chunk::dummy();
+                (*b).avail = ptr::null_mut();
+                (*b).full = ptr::null_mut();
+            }
+            for ch in [cur, avail, full] {
                 let mut ch = ch;
                 while !ch.is_null() && ch != chunk::dummy() {
                     let next = if ch == cur {
@@ -631,7 +715,7 @@ unsafe fn abandon_all(h: *mut Heap) {
                     (*ch).in_full = false;
                     collect(b, ch);
                     (*ch).owner.store(ptr::null_mut(), Relaxed);
-                    if (*ch).used == 0 {
+                    if chunk::used(ch) == 0 {
                         source::release(ch);
                     } else {
                         abandoned = true;
@@ -640,20 +724,22 @@ unsafe fn abandon_all(h: *mut Heap) {
                     ch = next;
                 }
             }
-            (*b).avail = ptr::null_mut();
-            (*b).full = ptr::null_mut();
         }
         (*h).hint.store(0, Relaxed);
         let mut r = REGISTRY.lock();
         for (c, o) in ORPHAN.iter().enumerate() {
             let b = bin(h, c);
-            o.live.fetch_add((*b).live.swap(0, Relaxed), Relaxed);
-            o.requested
-                .fetch_add((*b).requested.swap(0, Relaxed), Relaxed);
             o.pending.fetch_add((*b).pending.swap(0, Relaxed), Relaxed);
+            o.supplied.fetch_add((*b).supplied.swap(0, Relaxed), Relaxed);
         }
-        ORPHAN_LARGE[0].fetch_add((*h).large_blocks.swap(0, Relaxed), Relaxed);
-        ORPHAN_LARGE[1].fetch_add((*h).large_bytes.swap(0, Relaxed), Relaxed);
+        for (o, x) in ORPHAN_LARGE.iter().zip([
+            &(*h).large_blocks,
+            &(*h).large_bytes,
+            &(*h).large_allocated,
+            &(*h).large_allocated_bytes,
+        ]) {
+            o.fetch_add(x.swap(0, Relaxed), Relaxed);
+        }
         let (p, n) = ((*h).prev, (*h).next);
         if p.is_null() {
             r.live = n;
@@ -688,11 +774,14 @@ pub fn trim_current_thread() {
                 (*h).hint.fetch_and(!(1 << c), Relaxed);
                 unfull_hinted(h, c);
             }
-            let cur = (*b).current;
+            let cur = *current(h, c);
             if cur != chunk::dummy() {
-                collect(b, cur);
-                if (*cur).used == 0 {
-                    (*b).current = chunk::dummy();
+                // Collected onto the current chunk's free list: supplied to the fast path.
+                bump(&(*b).supplied, collect(b, cur) as usize);
+                if chunk::used(cur) == 0 {
+                    let l = (*h).lists.lock();
+                    *current(h, c) = chunk::dummy();
+                    drop(l);
                     retire(cur);
                 }
             }
@@ -700,8 +789,10 @@ pub fn trim_current_thread() {
             while !ch.is_null() {
                 let next = (*ch).next;
                 collect(b, ch);
-                if (*ch).used == 0 {
+                if chunk::used(ch) == 0 {
+                    let l = (*h).lists.lock();
                     unlink(&raw mut (*b).avail, ch);
+                    drop(l);
                     retire(ch);
                 }
                 ch = next;
@@ -725,56 +816,97 @@ pub fn count_large(add: bool, bytes: usize) {
     } else {
         (usize::MAX, bytes.wrapping_neg())
     };
+    let (an, ab) = if add { (1, bytes) } else { (0, 0) };
     if h == exited() {
-        ORPHAN_LARGE[0].fetch_add(n, Relaxed);
-        ORPHAN_LARGE[1].fetch_add(b, Relaxed);
+        for (o, d) in ORPHAN_LARGE.iter().zip([n, b, an, ab]) {
+            o.fetch_add(d, Relaxed);
+        }
         return;
     }
     // SAFETY: h is this thread's registered heap; only this thread writes its counters.
     unsafe {
         bump(&(*h).large_blocks, n);
         bump(&(*h).large_bytes, b);
+        if add {
+            bump(&(*h).large_allocated, an);
+            bump(&(*h).large_allocated_bytes, ab);
+        }
     }
 }
 
-/// Large blocks and their bytes (wrapping sums over every heap and the orphans).
-pub fn large_totals() -> (usize, usize) {
+/// Large blocks live and their bytes, large blocks allocated and their bytes since start
+/// (wrapping sums over every heap and the orphans).
+pub fn large_totals() -> [usize; 4] {
     let r = REGISTRY.lock();
-    let mut n = ORPHAN_LARGE[0].load(Relaxed);
-    let mut b = ORPHAN_LARGE[1].load(Relaxed);
+    let mut t = ORPHAN_LARGE.each_ref().map(|o| o.load(Relaxed));
     let mut h = r.live;
     while !h.is_null() {
         // SAFETY: registered heaps stay registered while we hold the lock; we read atomics only.
         unsafe {
-            n = n.wrapping_add((*h).large_blocks.load(Relaxed));
-            b = b.wrapping_add((*h).large_bytes.load(Relaxed));
+            let x = [
+                &(*h).large_blocks,
+                &(*h).large_bytes,
+                &(*h).large_allocated,
+                &(*h).large_allocated_bytes,
+            ];
+            for (t, x) in t.iter_mut().zip(x) {
+                *t = t.wrapping_add(x.load(Relaxed));
+            }
             h = (*h).next;
         }
     }
-    (n, b)
+    t
 }
 
-/// Per class: (live slots, requested bytes, remote frees not yet collected), as wrapping sums.
-pub fn class_totals() -> [(usize, usize, usize); NUM_CLASSES] {
-    let mut t = [(0usize, 0usize, 0usize); NUM_CLASSES];
+/// The counts of one class that `stats` starts from, as wrapping sums over the heaps.
+#[derive(Clone, Copy, Default)]
+pub struct ClassTotals {
+    /// `used` summed over the chunks the heaps own: live slots plus remote frees not yet collected.
+    pub used: usize,
+    /// Live requested bytes of those chunks.
+    pub requested: usize,
+    /// Remote frees not yet collected (from any chunk, the source's abandoned ones included).
+    pub pending: usize,
+    /// Slots supplied to the fast paths since start.
+    pub supplied: usize,
+}
+
+/// Per class: the counts of the chunks every heap owns (read from their headers, walking each
+/// heap's lists under its `lists` lock), remote frees not yet collected, slots supplied.
+pub fn class_totals() -> [ClassTotals; NUM_CLASSES] {
+    let mut t = [ClassTotals::default(); NUM_CLASSES];
     let r = REGISTRY.lock();
     for (c, o) in ORPHAN.iter().enumerate() {
-        t[c] = (
-            o.live.load(Relaxed),
-            o.requested.load(Relaxed),
-            o.pending.load(Relaxed).wrapping_sub(source::collected(c)),
-        );
+        t[c].pending = o.pending.load(Relaxed).wrapping_sub(source::collected(c));
+        t[c].supplied = o.supplied.load(Relaxed);
     }
     let mut h = r.live;
     while !h.is_null() {
-        // SAFETY: as in large_totals.
+        // SAFETY: registered heaps stay registered while we hold the registry lock. Under the
+        // heap's `lists` lock its bins' lists hold only chunks it owns, which stay mapped and
+        // live; their counts are atomics (the owner's fast path writes them meanwhile).
         unsafe {
+            let l = (*h).lists.lock();
             for (c, x) in t.iter_mut().enumerate() {
                 let b = bin(h, c);
-                x.0 = x.0.wrapping_add((*b).live.load(Relaxed));
-                x.1 = x.1.wrapping_add((*b).requested.load(Relaxed));
-                x.2 = x.2.wrapping_add((*b).pending.load(Relaxed));
+                x.pending = x.pending.wrapping_add((*b).pending.load(Relaxed));
+                x.supplied = x.supplied.wrapping_add((*b).supplied.load(Relaxed));
+                for first in [*current(h, c), (*b).avail, (*b).full] {
+                    let mut ch = first;
+                    while !ch.is_null() && ch != chunk::dummy() {
+                        x.used += chunk::used(ch) as usize;
+                        // Racing a remote free, a chunk's figure can dip below zero: skip it.
+                        let r = chunk::requested(ch) as usize;
+                        x.requested += if r > chunk::CHUNK_SIZE { 0 } else { r };
+                        ch = if first == *current(h, c) {
+                            ptr::null_mut()
+                        } else {
+                            (*ch).next
+                        };
+                    }
+                }
             }
+            drop(l);
             h = (*h).next;
         }
     }
@@ -784,10 +916,20 @@ pub fn class_totals() -> [(usize, usize, usize); NUM_CLASSES] {
 // ---------------------------------------------------------------------------------------------------
 // fork (see `fork.rs`, which takes every lock in the lock order; the heap's come first).
 
-/// Takes the heap's locks for `fork`: the shared heap's, then the registry's.
+/// Takes the heap's locks for `fork`: the shared heap's, the registry's, then every registered
+/// heap's `lists` lock (so that `stats` in the child cannot wait on a thread that is not there).
 fn lock_for_fork() {
     core::mem::forget(SHARED.lock());
-    core::mem::forget(REGISTRY.lock());
+    let r = REGISTRY.lock();
+    let mut h = r.live;
+    while !h.is_null() {
+        // SAFETY: registered heaps stay registered while we hold the registry lock.
+        unsafe {
+            core::mem::forget((*h).lists.lock());
+            h = (*h).next;
+        }
+    }
+    core::mem::forget(r);
 }
 
 /// Releases the locks taken by [`lock_for_fork`].
@@ -798,6 +940,12 @@ unsafe fn unlock_after_fork() {
     // SAFETY: lock_for_fork took both in this thread and forgot the guards; in a child this
     // thread is the only one, and the copies of the locks are held by it.
     unsafe {
+        // The registry lock is still held, so its list of heaps is the one locked above.
+        let mut h = (*REGISTRY.as_mut_ptr()).live;
+        while !h.is_null() {
+            (*h).lists.force_unlock();
+            h = (*h).next;
+        }
         REGISTRY.force_unlock();
         SHARED.force_unlock();
     }

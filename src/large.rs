@@ -69,10 +69,9 @@ pub unsafe fn realloc(p: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
     q
 }
 
-/// (live large blocks, their requested bytes).
-pub fn counts() -> (usize, usize) {
-    let (n, b) = heap::large_totals();
+/// (live large blocks, their requested bytes, large blocks allocated since start, their bytes).
+pub fn counts() -> [usize; 4] {
     // A snapshot racing with frees on other threads can see a transiently "negative" sum.
     let clamp = |x: usize| if x > isize::MAX as usize { 0 } else { x };
-    (clamp(n), clamp(b))
+    heap::large_totals().map(clamp)
 }

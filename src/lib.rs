@@ -138,6 +138,7 @@ mod os;
 mod settings;
 mod size_class;
 mod stats;
+mod stats_format;
 pub mod testing;
 
 if_pools! {

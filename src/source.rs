@@ -78,6 +78,7 @@ fn map_region(len: usize) -> *mut u8 {
         return ptr::null_mut();
     }
     hardened::register_chunks(m, len);
+    MAPPED.fetch_add(len / CHUNK_SIZE, Ordering::Relaxed);
     m
 }
 
@@ -125,6 +126,7 @@ unsafe fn purge(c: *mut Chunk) {
     // SAFETY: the chunk is ours and unused (caller); purging zeroes it, so its header reads as not
     // live (magic 0) to the hardened checks.
     unsafe { os::purge(base, CHUNK_SIZE) };
+    PURGED.fetch_add(1, Ordering::Relaxed);
     let mut r = REGIONS.lock();
     if r.nspare < SPARE_MAX {
         let n = r.nspare;
@@ -173,6 +175,23 @@ static CLASSES: [Lock<ClassLists>; NUM_CLASSES] = [const {
 /// Chunks of each class that exist: owned by heaps, abandoned, or empty here.
 static CHUNKS: [AtomicUsize; NUM_CLASSES] = [const { AtomicUsize::new(0) }; NUM_CLASSES];
 
+/// Chunks that exist (the sum of [`CHUNKS`]), the most that ever existed at once, chunks mapped
+/// from the OS and chunks purged, since start: cumulative counters for `stats`, kept where chunks
+/// come and go (never on a fast path).
+static HELD: AtomicUsize = AtomicUsize::new(0);
+static PEAK_HELD: AtomicUsize = AtomicUsize::new(0);
+static MAPPED: AtomicUsize = AtomicUsize::new(0);
+static PURGED: AtomicUsize = AtomicUsize::new(0);
+
+/// (the most chunks held at once, chunks mapped, chunks purged) since start.
+pub fn lifetime() -> (usize, usize, usize) {
+    (
+        PEAK_HELD.load(Ordering::Relaxed),
+        MAPPED.load(Ordering::Relaxed),
+        PURGED.load(Ordering::Relaxed),
+    )
+}
+
 /// Remote frees collected here (from abandoned chunks) per class, a wrapping count that the
 /// heaps' pending counters are offset by (see `heap::class_totals`).
 static COLLECTED: [AtomicUsize; NUM_CLASSES] = [const { AtomicUsize::new(0) }; NUM_CLASSES];
@@ -207,6 +226,8 @@ pub fn acquire(class: usize) -> *mut Chunk {
         return ptr::null_mut();
     }
     CHUNKS[class].fetch_add(1, Ordering::Relaxed);
+    let held = HELD.fetch_add(1, Ordering::Relaxed) + 1;
+    PEAK_HELD.fetch_max(held, Ordering::Relaxed);
     // SAFETY: a chunk from the regions is aligned, zeroed and ours alone.
     unsafe { chunk::init(base, class) }
 }
@@ -254,6 +275,7 @@ pub unsafe fn release(c: *mut Chunk) {
     }
     drop(l);
     CHUNKS[class].fetch_sub(1, Ordering::Relaxed);
+    HELD.fetch_sub(1, Ordering::Relaxed);
     // SAFETY: as above.
     unsafe { purge(c) };
 }
@@ -303,7 +325,7 @@ fn reap_abandoned(class: usize) -> *mut Chunk {
         unsafe {
             let next = (*c).next;
             collected += chunk::collect_remote(c);
-            if (*c).used == 0 {
+            if chunk::used(c) == 0 {
                 unlink_abandoned(&mut l, c);
                 (*c).next = out;
                 out = c;
@@ -332,6 +354,7 @@ unsafe fn release_list(mut c: *mut Chunk, purge_now: bool) {
             let next = (*c).next;
             if purge_now {
                 CHUNKS[(*c).class as usize].fetch_sub(1, Ordering::Relaxed);
+                HELD.fetch_sub(1, Ordering::Relaxed);
                 purge(c);
             } else {
                 release(c);
@@ -388,14 +411,38 @@ pub fn trim() {
     }
 }
 
-/// (chunks of the class, retained empty chunks, abandoned chunks).
-pub fn counts(class: usize) -> (usize, usize, usize) {
+/// What the source holds of class `class`: the class's chunks, retained empty chunks, abandoned
+/// chunks, and the abandoned chunks' `used` and live requested bytes (summed from their headers:
+/// nobody else touches an abandoned chunk's counts while we hold its list's lock, but remote
+/// freers, whose slots stay in `used` until collected).
+pub fn counts(class: usize) -> Counts {
     let l = CLASSES[class].lock();
-    (
-        CHUNKS[class].load(Ordering::Relaxed),
-        l.nempty,
-        l.nabandoned,
-    )
+    let (mut used, mut requested) = (0, 0);
+    let mut c = l.abandoned;
+    while !c.is_null() {
+        // SAFETY: c is on the abandoned list, whose lock we hold: a live header on no heap.
+        unsafe {
+            used += chunk::used(c) as usize;
+            requested += chunk::requested(c) as usize;
+            c = (*c).next;
+        }
+    }
+    Counts {
+        chunks: CHUNKS[class].load(Ordering::Relaxed),
+        retained: l.nempty,
+        abandoned: l.nabandoned,
+        abandoned_used: used,
+        abandoned_requested: requested,
+    }
+}
+
+/// See [`counts`].
+pub struct Counts {
+    pub chunks: usize,
+    pub retained: usize,
+    pub abandoned: usize,
+    pub abandoned_used: usize,
+    pub abandoned_requested: usize,
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ if_pools! {
 /// `cached` (freed by a thread other than the chunk's owner, waiting on the chunk's remote-free list
 /// for the owner to collect) or `free` (on their chunk's free lists, or never used).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ClassStats {
     /// Bytes per slot.
     pub slot_size: usize,
@@ -33,6 +34,9 @@ pub struct ClassStats {
     pub retained_chunks: usize,
     /// Chunks whose owning thread exited while they held live blocks, not yet adopted.
     pub abandoned_chunks: usize,
+    /// Slots of the class handed to threads' fast paths since start (cumulative; see
+    /// [`Stats::allocations`] for what it counts exactly).
+    pub allocations: usize,
 }
 
 impl ClassStats {
@@ -42,10 +46,22 @@ impl ClassStats {
     }
 }
 
+impl Stats {
+    /// Live blocks, small (live slots of every class) and large.
+    pub fn live_blocks(&self) -> usize {
+        self.classes.iter().map(|c| c.live_slots).sum::<usize>() + self.large_blocks
+    }
+}
+
 /// A snapshot of the allocator's state. Counters are read class by class and thread by thread, so
 /// a snapshot taken while other threads allocate is approximate; one taken while they are quiet is
 /// exact.
+///
+/// Live counts are summed at snapshot time from the chunks' own counts (the fast paths keep no
+/// other counter); cumulative counts are kept where the slow paths pass. A snapshot allocates
+/// nothing; [`Stats::write_json`] renders it for a machine.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct Stats {
     /// Per size class, smallest first.
     pub classes: [ClassStats; NUM_CLASSES],
@@ -65,6 +81,33 @@ pub struct Stats {
     pub large_bytes: usize,
     /// Resident set size of the process, where the OS reports it.
     pub rss_bytes: Option<usize>,
+    /// Blocks allocated since start (cumulative, never decreasing). Large blocks are counted
+    /// exactly, as they are allocated (a `realloc` that moves or resizes one counts one more).
+    /// Small blocks are counted, at no cost to the fast path, when the slow path hands a batch
+    /// of free slots to a thread's fast path (puts them on its current chunk's free list, which
+    /// the fast path pops): a slot is counted when supplied, before the program takes it. So the
+    /// figure is never below the exact count, and above it by the slots waiting on the threads'
+    /// current free lists at the snapshot (plus those a thread still had there when it exited,
+    /// which the thread that adopts the chunk counts again).
+    pub allocations: usize,
+    /// Blocks freed since start: `allocations` minus the blocks live now (small and large), with
+    /// the same approximation as `allocations`, and never less than in an earlier snapshot (a
+    /// counter must not step back; `allocations` minus live blocks does when a thread takes slots
+    /// from a batch already counted). So `allocations - frees` is at least the live blocks, and
+    /// equal to them unless such a step was held back.
+    pub frees: usize,
+    /// Bytes allocated since start: slot bytes of the small allocations counted in
+    /// `allocations` (slot sizes, not requested sizes), plus the requested bytes of large blocks.
+    pub allocated_bytes: usize,
+    /// The most bytes held in chunks at once since start (`chunks × CHUNK_SIZE` at its peak,
+    /// exact: kept as chunks are taken from the OS or its spares): an upper bound of the peak of
+    /// small live bytes, at chunk granularity.
+    pub peak_reserved_bytes: usize,
+    /// Chunks mapped from the OS since start (regions of 16 at a time where they can be).
+    pub chunks_mapped: usize,
+    /// Chunks purged since start (their pages given back to the OS; kept mapped as spares or
+    /// unmapped).
+    pub chunks_purged: usize,
     /// Which allocator serves `PoolAlloc`: the pools, or (on a platform without a port) `System`,
     /// in which case every other counter is zero.
     pub backend: Backend,
@@ -82,6 +125,12 @@ pub fn stats() -> Stats {
         large_blocks: 0,
         large_bytes: 0,
         rss_bytes: None,
+        allocations: 0,
+        frees: 0,
+        allocated_bytes: 0,
+        peak_reserved_bytes: 0,
+        chunks_mapped: 0,
+        chunks_purged: 0,
         backend: os::BACKEND,
     };
     for (c, cs) in s.classes.iter_mut().enumerate() {
@@ -100,29 +149,49 @@ fn gather(s: &mut Stats) {
     let threads = heap::class_totals();
     // A snapshot racing with other threads can see a transiently "negative" sum: clamp it.
     let clamp = |x: usize| if x > isize::MAX as usize { 0 } else { x };
-    for (c, &(live, requested, pending)) in threads.iter().enumerate() {
-        let (chunks, retained, abandoned) = source::counts(c);
+    let mut live_blocks = 0;
+    for (c, t) in threads.iter().enumerate() {
+        let src = source::counts(c);
         let (size, cap) = (size_class::CLASS_SIZE[c], chunk::capacity_of(c));
-        let held = live.wrapping_add(pending);
+        // `used` counts live slots and remote frees not yet collected (chunk.rs invariant 2).
+        let held = t.used + src.abandoned_used;
+        let live = held.wrapping_sub(t.pending);
         let cs = ClassStats {
             slot_size: size,
-            chunks,
+            chunks: src.chunks,
             live_slots: clamp(live),
-            cached_slots: clamp(pending),
-            free_slots: (chunks * cap).saturating_sub(clamp(held)),
-            reserved_bytes: chunks * CHUNK_SIZE,
-            requested_bytes: clamp(requested),
-            retained_chunks: retained,
-            abandoned_chunks: abandoned,
+            cached_slots: clamp(t.pending),
+            free_slots: (src.chunks * cap).saturating_sub(held),
+            reserved_bytes: src.chunks * CHUNK_SIZE,
+            requested_bytes: t.requested + src.abandoned_requested,
+            retained_chunks: src.retained,
+            abandoned_chunks: src.abandoned,
+            allocations: t.supplied,
         };
-        s.chunks += chunks;
+        s.chunks += src.chunks;
         s.reserved_bytes += cs.reserved_bytes;
         s.live_bytes += cs.live_bytes();
         s.requested_bytes += cs.requested_bytes;
         s.cached_bytes += cs.cached_slots * size;
+        s.allocations = s.allocations.wrapping_add(t.supplied);
+        s.allocated_bytes = s.allocated_bytes.wrapping_add(t.supplied.wrapping_mul(size));
+        live_blocks += cs.live_slots;
         s.classes[c] = cs;
     }
-    (s.large_blocks, s.large_bytes) = large::counts();
+    let [blocks, bytes, allocated, allocated_bytes] = large::counts();
+    (s.large_blocks, s.large_bytes) = (blocks, bytes);
+    s.allocations = s.allocations.wrapping_add(allocated);
+    s.allocated_bytes = s.allocated_bytes.wrapping_add(allocated_bytes);
+    // The most any snapshot reported: `frees` is a counter (see its doc).
+    static FREES: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+    let frees = s.allocations.saturating_sub(live_blocks + blocks);
+    s.frees = FREES
+        .fetch_max(frees, core::sync::atomic::Ordering::Relaxed)
+        .max(frees);
+    let (peak, mapped, purged) = source::lifetime();
+    s.peak_reserved_bytes = peak * CHUNK_SIZE;
+    s.chunks_mapped = mapped;
+    s.chunks_purged = purged;
 }
 }
 

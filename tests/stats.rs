@@ -308,3 +308,84 @@ fn realloc_in_place_keeps_the_counts_exact() {
     let s = poolalloc::stats();
     assert_eq!(delta(&s, slot), (0, 0));
 }
+
+/// The cumulative counters move by what the program did (allocations and frees of a known
+/// number of blocks, on this quiet binary whose global allocator is not ours), never back, and
+/// the JSON rendering carries the same figures as the snapshot.
+#[test]
+fn cumulative_counters_and_json() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let before = poolalloc::stats();
+    let (n, size) = (3000, 100);
+    let c = class_index(size);
+    let l = Layout::from_size_align(size, 8).unwrap();
+    let large = Layout::from_size_align(100_000, 8).unwrap();
+    let (during, after) = std::thread::spawn(move || {
+        // SAFETY: non-zero layouts; every block is freed below with its layout.
+        unsafe {
+            let blocks: Vec<usize> = (0..n).map(|_| P.alloc(l) as usize).collect();
+            let big = P.alloc(large);
+            assert!(blocks.iter().all(|&p| p != 0) && !big.is_null());
+            let during = poolalloc::stats();
+            for p in blocks {
+                P.dealloc(p as *mut u8, l);
+            }
+            P.dealloc(big, large);
+            (during, poolalloc::stats())
+        }
+    })
+    .join()
+    .unwrap();
+    let slot = poolalloc::class_sizes()[c];
+    // Every slot handed out was supplied first; supply comes in batches of at most a chunk.
+    let supplied = during.classes[c].allocations - before.classes[c].allocations;
+    assert!(supplied >= n, "{supplied} supplied for {n} blocks");
+    assert!(supplied < n + poolalloc::CHUNK_SIZE / slot, "{supplied}");
+    assert_eq!(
+        during.allocations - before.allocations,
+        supplied + 1,
+        "small supply plus one large block (no other allocation through P)"
+    );
+    assert!(
+        during.allocated_bytes - before.allocated_bytes >= n * slot + large.size(),
+        "{during:?}"
+    );
+    assert_eq!(during.live_blocks() - before.live_blocks(), n + 1);
+    assert_eq!(after.live_blocks(), before.live_blocks());
+    assert!(
+        after.frees > during.frees + n,
+        "{} then {}",
+        during.frees,
+        after.frees
+    );
+    assert!(after.allocations >= during.allocations);
+    assert!(during.peak_reserved_bytes >= during.reserved_bytes);
+    assert!(during.chunks_mapped >= during.chunks, "{during:?}");
+    assert!(after.chunks_purged >= before.chunks_purged);
+
+    // JSON: the same figures, parsed back by a real parser.
+    let text = after.json().to_string();
+    let v: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+    for (key, want) in [
+        ("live_bytes", after.live_bytes),
+        ("requested_bytes", after.requested_bytes),
+        ("allocations", after.allocations),
+        ("frees", after.frees),
+        ("chunks_mapped", after.chunks_mapped),
+        ("peak_reserved_bytes", after.peak_reserved_bytes),
+        ("large_blocks", after.large_blocks),
+    ] {
+        assert_eq!(v[key].as_u64(), Some(want as u64), "{key} in {text}");
+    }
+    let classes = v["classes"].as_array().unwrap();
+    assert_eq!(classes.len(), after.classes.len());
+    assert_eq!(
+        classes[c]["allocations"].as_u64(),
+        Some(after.classes[c].allocations as u64)
+    );
+    assert_eq!(classes[c]["slot_size"].as_u64(), Some(slot as u64));
+    match after.rss_bytes {
+        Some(r) => assert_eq!(v["rss_bytes"].as_u64(), Some(r as u64)),
+        None => assert!(v["rss_bytes"].is_null()),
+    }
+}
