@@ -140,7 +140,7 @@ impl PoolAlloc {
     #[inline(always)]
     unsafe fn raw_alloc(&self, layout: Layout) -> *mut u8 {
         let layout = block_layout(layout);
-        match class_of(layout.size(), layout.align()) {
+        let p = match class_of(layout.size(), layout.align()) {
             Some(c) => {
                 let p = heap::alloc(c, layout.size());
                 if !p.is_null() {
@@ -150,12 +150,17 @@ impl PoolAlloc {
             }
             // SAFETY: forwarded contract.
             None => unsafe { large::alloc(layout) },
-        }
+        };
+        #[cfg(feature = "profiling")]
+        crate::profile::on_alloc(p, layout.size());
+        p
     }
 
     #[inline(always)]
     unsafe fn raw_dealloc(&self, ptr: *mut u8, layout: Layout) {
         let layout = block_layout(layout);
+        #[cfg(feature = "profiling")]
+        crate::profile::on_free(ptr);
         if size_class::is_small(layout.size(), layout.align()) {
             hardened::on_free(ptr, layout);
             // SAFETY: ptr is a live small block (caller's contract); its chunk header names its
@@ -170,7 +175,7 @@ impl PoolAlloc {
     #[inline(always)]
     unsafe fn raw_alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         let layout = block_layout(layout);
-        match class_of(layout.size(), layout.align()) {
+        let p = match class_of(layout.size(), layout.align()) {
             Some(c) => {
                 let p = heap::alloc(c, layout.size());
                 if !p.is_null() {
@@ -183,7 +188,10 @@ impl PoolAlloc {
             }
             // SAFETY: forwarded contract.
             None => unsafe { large::alloc_zeroed(layout) },
-        }
+        };
+        #[cfg(feature = "profiling")]
+        crate::profile::on_alloc(p, layout.size());
+        p
     }
 
     unsafe fn raw_realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
@@ -196,10 +204,24 @@ impl PoolAlloc {
         match (old, new) {
             (Some(a), Some(b)) if a == b => {
                 heap::resized(a, layout.size(), new_size);
+                // The profiler sees the block freed and allocated again at its new size.
+                #[cfg(feature = "profiling")]
+                {
+                    crate::profile::on_free(ptr);
+                    crate::profile::on_alloc(ptr, new_size);
+                }
                 ptr
             }
-            // SAFETY: both sizes are large; forwarded contract.
-            (None, None) => unsafe { large::realloc(ptr, layout, new_size) },
+            (None, None) => {
+                // Forgotten before the system frees it (its address may then be handed out again).
+                #[cfg(feature = "profiling")]
+                crate::profile::on_free(ptr);
+                // SAFETY: both sizes are large; forwarded contract.
+                let q = unsafe { large::realloc(ptr, layout, new_size) };
+                #[cfg(feature = "profiling")]
+                crate::profile::on_alloc(q, new_size);
+                q
+            }
             _ => {
                 // SAFETY: the caller guarantees new_size with layout.align() forms a valid layout.
                 let new_layout =
