@@ -150,3 +150,37 @@ if_profiled! {
     /// The profiler's lock, for `fork` (see `fork.rs`).
     pub(crate) use table::{lock_for_fork, unlock_after_fork};
 }
+
+/// `POOLALLOC_PROF` (and `POOLALLOC_PROF_INTERVAL`): starts the profiler at start-up; true when
+/// it did (then [`dump_at_exit`] writes the profile). Allocates nothing.
+pub(crate) fn start_from_env() -> bool {
+    let mut prefix = [0u8; crate::settings::PROF_PREFIX_MAX];
+    if crate::settings::prof_prefix(&mut prefix) == 0 {
+        return false;
+    }
+    let config = Config {
+        interval: crate::settings::prof_interval(),
+        seed: 0,
+    };
+    match start(config) {
+        Ok(()) => true,
+        Err(e) => {
+            crate::settings::say(format_args!("POOLALLOC_PROF ignored: {e}"));
+            false
+        }
+    }
+}
+
+/// Writes `<POOLALLOC_PROF>.<pid>.pb.gz` (at exit); a failure is one line on stderr.
+pub(crate) fn dump_at_exit() {
+    let mut prefix = [0u8; crate::settings::PROF_PREFIX_MAX];
+    let n = crate::settings::prof_prefix(&mut prefix);
+    if n == 0 {
+        return;
+    }
+    let mut path = String::from_utf8_lossy(&prefix[..n]).into_owned();
+    path.push_str(&format!(".{}.pb.gz", std::process::id()));
+    if let Err(e) = dump(&path) {
+        crate::settings::say(format_args!("profile not written to {path}: {e}"));
+    }
+}

@@ -1,0 +1,319 @@
+//! The sampling profiler against the truth: a program with known allocation sites (one function
+//! holds 70% of the live bytes, another 30%; many small blocks and a few large ones; a third
+//! site allocates and frees) is profiled at the default rate, dumped, and the pprof file parsed
+//! back. Each site's live bytes must come out within ±5% of the truth, and the small blocks'
+//! share within four standard deviations of the sampling error (the estimator's variance for
+//! blocks much smaller than the interval R is about R × bytes), which a biased weight or a lost
+//! record would miss. Runs in `main` (no test harness): one thread, so nothing else samples.
+
+use poolalloc::profile::{self, Config};
+use std::collections::HashMap;
+use std::hint::black_box;
+use std::io::Read;
+
+#[global_allocator]
+static GLOBAL: poolalloc::PoolAlloc = poolalloc::PoolAlloc::new();
+
+const MIB: usize = 1 << 20;
+
+/// Small blocks of varied sizes (16 B to 4 KiB) summing to at least `bytes`; returns their sum.
+fn small_blocks(bytes: usize, keep: &mut Vec<Box<[u8]>>) -> usize {
+    let mut total = 0;
+    let mut i = 0usize;
+    while total < bytes {
+        let n = 16 + (i * 7919) % 4080;
+        keep.push(vec![1u8; n].into_boxed_slice());
+        total += n;
+        i += 1;
+    }
+    total
+}
+
+/// A few large blocks (the system allocator's, never touched, so they cost address space only).
+fn large_blocks(count: usize, each: usize, keep: &mut Vec<Vec<u8>>) -> usize {
+    for _ in 0..count {
+        keep.push(black_box(Vec::with_capacity(each)));
+    }
+    count * each
+}
+
+#[inline(never)]
+fn site_a_small(keep: &mut Vec<Box<[u8]>>) -> usize {
+    small_blocks(56 * MIB, keep)
+}
+#[inline(never)]
+fn site_a_large(keep: &mut Vec<Vec<u8>>) -> usize {
+    large_blocks(4, 200 * MIB, keep)
+}
+#[inline(never)]
+fn site_b_small(keep: &mut Vec<Box<[u8]>>) -> usize {
+    small_blocks(24 * MIB, keep)
+}
+#[inline(never)]
+fn site_b_large(keep: &mut Vec<Vec<u8>>) -> usize {
+    large_blocks(3, 115 * MIB, keep)
+}
+/// Allocates and frees: nothing of it is live at the dump.
+#[inline(never)]
+fn site_churn() -> usize {
+    let mut total = 0;
+    for round in 0..64 {
+        let mut v = Vec::new();
+        total += small_blocks(MIB + round, &mut v);
+        drop(black_box(v));
+    }
+    total
+}
+
+/// A minimal reader of profile.proto: what the test needs (strings, functions, locations,
+/// samples, sample types).
+#[derive(Default)]
+struct Profile {
+    strings: Vec<String>,
+    sample_types: Vec<u64>,
+    samples: Vec<(Vec<u64>, Vec<i64>)>,
+    /// location id -> function ids
+    locations: HashMap<u64, Vec<u64>>,
+    /// function id -> name (string index)
+    functions: HashMap<u64, u64>,
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn varint(&mut self) -> u64 {
+        let mut v = 0u64;
+        let mut shift = 0;
+        loop {
+            let b = self.0[0];
+            self.0 = &self.0[1..];
+            v |= ((b & 0x7f) as u64) << shift;
+            if b < 0x80 {
+                return v;
+            }
+            shift += 7;
+        }
+    }
+    /// The next field: (number, varint value or 0, bytes or empty).
+    fn field(&mut self) -> Option<(u64, u64, &'a [u8])> {
+        if self.0.is_empty() {
+            return None;
+        }
+        let key = self.varint();
+        match key & 7 {
+            0 => Some((key >> 3, self.varint(), &[])),
+            2 => {
+                let n = self.varint() as usize;
+                let (b, rest) = self.0.split_at(n);
+                self.0 = rest;
+                Some((key >> 3, 0, b))
+            }
+            w => panic!("wire type {w} not expected in a profile"),
+        }
+    }
+    fn packed(b: &[u8]) -> Vec<u64> {
+        let mut r = Reader(b);
+        let mut v = Vec::new();
+        while !r.0.is_empty() {
+            v.push(r.varint());
+        }
+        v
+    }
+}
+
+fn parse(bytes: &[u8]) -> Profile {
+    let mut p = Profile::default();
+    let mut r = Reader(bytes);
+    while let Some((f, _, b)) = r.field() {
+        match f {
+            1 => {
+                let mut m = Reader(b);
+                while let Some((f, v, _)) = m.field() {
+                    if f == 1 {
+                        p.sample_types.push(v);
+                    }
+                }
+            }
+            2 => {
+                let (mut locs, mut vals) = (Vec::new(), Vec::new());
+                let mut m = Reader(b);
+                while let Some((f, _, b)) = m.field() {
+                    match f {
+                        1 => locs = Reader::packed(b),
+                        2 => vals = Reader::packed(b).into_iter().map(|v| v as i64).collect(),
+                        _ => {}
+                    }
+                }
+                p.samples.push((locs, vals));
+            }
+            4 => {
+                let (mut id, mut fns) = (0, Vec::new());
+                let mut m = Reader(b);
+                while let Some((f, v, b)) = m.field() {
+                    match f {
+                        1 => id = v,
+                        4 => {
+                            let mut l = Reader(b);
+                            while let Some((f, v, _)) = l.field() {
+                                if f == 1 {
+                                    fns.push(v);
+                                }
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                p.locations.insert(id, fns);
+            }
+            5 => {
+                let (mut id, mut name) = (0, 0);
+                let mut m = Reader(b);
+                while let Some((f, v, _)) = m.field() {
+                    match f {
+                        1 => id = v,
+                        2 => name = v,
+                        _ => {}
+                    }
+                }
+                p.functions.insert(id, name);
+            }
+            6 => p.strings.push(String::from_utf8(b.to_vec()).unwrap()),
+            _ => {}
+        }
+    }
+    p
+}
+
+impl Profile {
+    fn index_of(&self, ty: &str) -> usize {
+        self.sample_types
+            .iter()
+            .position(|&s| self.strings[s as usize] == ty)
+            .unwrap_or_else(|| panic!("no sample type {ty}"))
+    }
+    /// The sum of sample type `ty` over the samples whose stack names a function containing `f`.
+    fn total(&self, f: &str, ty: &str) -> f64 {
+        let i = self.index_of(ty);
+        self.samples
+            .iter()
+            .filter(|(locs, _)| {
+                locs.iter().any(|l| {
+                    self.locations[l]
+                        .iter()
+                        .any(|fid| self.strings[self.functions[fid] as usize].contains(f))
+                })
+            })
+            .map(|(_, v)| v[i] as f64)
+            .sum()
+    }
+}
+
+fn main() {
+    let mut small = Vec::with_capacity(1 << 16);
+    let mut large = Vec::new();
+    profile::start(Config::default()).unwrap();
+    let a_small = site_a_small(&mut small);
+    let churn = site_churn();
+    let a_large = site_a_large(&mut large);
+    let b_small = site_b_small(&mut small);
+    let b_large = site_b_large(&mut large);
+    let dir = option_env!("CARGO_TARGET_TMPDIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    let path = std::path::Path::new(&dir).join("profile-70-30.pb.gz");
+    profile::dump(&path).unwrap();
+    profile::stop();
+
+    let mut raw = Vec::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(&path).unwrap())
+        .read_to_end(&mut raw)
+        .unwrap();
+    let p = parse(&raw);
+    let r = profile::DEFAULT_INTERVAL as f64;
+    let (a, b) = ((a_small + a_large) as f64, (b_small + b_large) as f64);
+    println!("profile: {}", path.display());
+    println!(
+        "truth: site_a {:.1} MiB ({:.1}%), site_b {:.1} MiB",
+        a / MIB as f64,
+        100.0 * a / (a + b),
+        b / MIB as f64
+    );
+    let mut failures = Vec::new();
+    let mut check = |what: &str, est: f64, truth: f64, tol: f64| {
+        let ok = (est - truth).abs() <= tol;
+        println!(
+            "{what}: estimated {:.2} MiB, truth {:.2} MiB ({:+.2}%; allowed ±{:.2} MiB) {}",
+            est / MIB as f64,
+            truth / MIB as f64,
+            100.0 * (est - truth) / truth.max(1.0),
+            tol / MIB as f64,
+            if ok { "ok" } else { "FAIL" }
+        );
+        if !ok {
+            failures.push(what.to_owned());
+        }
+    };
+    // Each site's live bytes within ±5%.
+    check(
+        "site_a inuse_space",
+        p.total("site_a_", "inuse_space"),
+        a,
+        0.05 * a,
+    );
+    check(
+        "site_b inuse_space",
+        p.total("site_b_", "inuse_space"),
+        b,
+        0.05 * b,
+    );
+    // The small blocks alone, within 4 standard deviations (sqrt(R × bytes)).
+    for (f, t) in [("site_a_small", a_small), ("site_b_small", b_small)] {
+        let t = t as f64;
+        check(
+            &format!("{f} inuse_space"),
+            p.total(f, "inuse_space"),
+            t,
+            4.0 * (r * t).sqrt(),
+        );
+    }
+    // The large blocks (> 100 × R) are sampled with certainty: exact.
+    for (f, t) in [("site_a_large", a_large), ("site_b_large", b_large)] {
+        check(
+            &format!("{f} inuse_space"),
+            p.total(f, "inuse_space"),
+            t as f64,
+            1.0,
+        );
+    }
+    // Freed blocks hold nothing live, but count in the cumulative allocations.
+    let churn = churn as f64;
+    check(
+        "site_churn inuse_space",
+        p.total("site_churn", "inuse_space"),
+        0.0,
+        0.0,
+    );
+    check(
+        "site_churn alloc_space",
+        p.total("site_churn", "alloc_space"),
+        churn,
+        4.0 * (r * churn).sqrt(),
+    );
+    // Freed, they leave the profile: no record outlives its block.
+    drop(black_box((small, large)));
+    profile::dump(&path).unwrap();
+    let mut raw = Vec::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(&path).unwrap())
+        .read_to_end(&mut raw)
+        .unwrap();
+    let p = parse(&raw);
+    for f in ["site_a_", "site_b_"] {
+        check(
+            &format!("{f} inuse_space after the frees"),
+            p.total(f, "inuse_space"),
+            0.0,
+            0.0,
+        );
+    }
+    assert!(failures.is_empty(), "outside the bounds: {failures:?}");
+}
