@@ -7,9 +7,7 @@
 //! record would miss. Runs in `main` (no test harness): one thread, so nothing else samples.
 
 use poolalloc::profile::{self, Config};
-use std::collections::HashMap;
 use std::hint::black_box;
-use std::io::Read;
 
 #[global_allocator]
 static GLOBAL: poolalloc::PoolAlloc = poolalloc::PoolAlloc::new();
@@ -65,148 +63,8 @@ fn site_churn() -> usize {
     total
 }
 
-/// A minimal reader of profile.proto: what the test needs (strings, functions, locations,
-/// samples, sample types).
-#[derive(Default)]
-struct Profile {
-    strings: Vec<String>,
-    sample_types: Vec<u64>,
-    samples: Vec<(Vec<u64>, Vec<i64>)>,
-    /// location id -> function ids
-    locations: HashMap<u64, Vec<u64>>,
-    /// function id -> name (string index)
-    functions: HashMap<u64, u64>,
-}
-
-struct Reader<'a>(&'a [u8]);
-
-impl<'a> Reader<'a> {
-    fn varint(&mut self) -> u64 {
-        let mut v = 0u64;
-        let mut shift = 0;
-        loop {
-            let b = self.0[0];
-            self.0 = &self.0[1..];
-            v |= ((b & 0x7f) as u64) << shift;
-            if b < 0x80 {
-                return v;
-            }
-            shift += 7;
-        }
-    }
-    /// The next field: (number, varint value or 0, bytes or empty).
-    fn field(&mut self) -> Option<(u64, u64, &'a [u8])> {
-        if self.0.is_empty() {
-            return None;
-        }
-        let key = self.varint();
-        match key & 7 {
-            0 => Some((key >> 3, self.varint(), &[])),
-            2 => {
-                let n = self.varint() as usize;
-                let (b, rest) = self.0.split_at(n);
-                self.0 = rest;
-                Some((key >> 3, 0, b))
-            }
-            w => panic!("wire type {w} not expected in a profile"),
-        }
-    }
-    fn packed(b: &[u8]) -> Vec<u64> {
-        let mut r = Reader(b);
-        let mut v = Vec::new();
-        while !r.0.is_empty() {
-            v.push(r.varint());
-        }
-        v
-    }
-}
-
-fn parse(bytes: &[u8]) -> Profile {
-    let mut p = Profile::default();
-    let mut r = Reader(bytes);
-    while let Some((f, _, b)) = r.field() {
-        match f {
-            1 => {
-                let mut m = Reader(b);
-                while let Some((f, v, _)) = m.field() {
-                    if f == 1 {
-                        p.sample_types.push(v);
-                    }
-                }
-            }
-            2 => {
-                let (mut locs, mut vals) = (Vec::new(), Vec::new());
-                let mut m = Reader(b);
-                while let Some((f, _, b)) = m.field() {
-                    match f {
-                        1 => locs = Reader::packed(b),
-                        2 => vals = Reader::packed(b).into_iter().map(|v| v as i64).collect(),
-                        _ => {}
-                    }
-                }
-                p.samples.push((locs, vals));
-            }
-            4 => {
-                let (mut id, mut fns) = (0, Vec::new());
-                let mut m = Reader(b);
-                while let Some((f, v, b)) = m.field() {
-                    match f {
-                        1 => id = v,
-                        4 => {
-                            let mut l = Reader(b);
-                            while let Some((f, v, _)) = l.field() {
-                                if f == 1 {
-                                    fns.push(v);
-                                }
-                            }
-                        }
-                        _ => {}
-                    }
-                }
-                p.locations.insert(id, fns);
-            }
-            5 => {
-                let (mut id, mut name) = (0, 0);
-                let mut m = Reader(b);
-                while let Some((f, v, _)) = m.field() {
-                    match f {
-                        1 => id = v,
-                        2 => name = v,
-                        _ => {}
-                    }
-                }
-                p.functions.insert(id, name);
-            }
-            6 => p.strings.push(String::from_utf8(b.to_vec()).unwrap()),
-            _ => {}
-        }
-    }
-    p
-}
-
-impl Profile {
-    fn index_of(&self, ty: &str) -> usize {
-        self.sample_types
-            .iter()
-            .position(|&s| self.strings[s as usize] == ty)
-            .unwrap_or_else(|| panic!("no sample type {ty}"))
-    }
-    /// The sum of sample type `ty` over the samples whose stack names a function containing `f`.
-    fn total(&self, f: &str, ty: &str) -> f64 {
-        let i = self.index_of(ty);
-        self.samples
-            .iter()
-            .filter(|(locs, _)| {
-                locs.iter().any(|l| {
-                    self.locations[l]
-                        .iter()
-                        .any(|fid| self.strings[self.functions[fid] as usize].contains(f))
-                })
-            })
-            .map(|(_, v)| v[i] as f64)
-            .sum()
-    }
-}
+#[path = "common/pprof.rs"]
+mod pprof;
 
 fn main() {
     let mut small = Vec::with_capacity(1 << 16);
@@ -224,11 +82,7 @@ fn main() {
     profile::dump(&path).unwrap();
     profile::stop();
 
-    let mut raw = Vec::new();
-    flate2::read::GzDecoder::new(std::fs::File::open(&path).unwrap())
-        .read_to_end(&mut raw)
-        .unwrap();
-    let p = parse(&raw);
+    let p = pprof::read(&path);
     let r = profile::DEFAULT_INTERVAL as f64;
     let (a, b) = ((a_small + a_large) as f64, (b_small + b_large) as f64);
     println!("profile: {}", path.display());
@@ -301,12 +155,9 @@ fn main() {
     );
     // Freed, they leave the profile: no record outlives its block.
     drop(black_box((small, large)));
+    let path = path.with_file_name("profile-70-30-freed.pb.gz");
     profile::dump(&path).unwrap();
-    let mut raw = Vec::new();
-    flate2::read::GzDecoder::new(std::fs::File::open(&path).unwrap())
-        .read_to_end(&mut raw)
-        .unwrap();
-    let p = parse(&raw);
+    let p = pprof::read(&path);
     for f in ["site_a_", "site_b_"] {
         check(
             &format!("{f} inuse_space after the frees"),

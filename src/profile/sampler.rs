@@ -167,7 +167,11 @@ fn sample(p: *mut u8, size: usize) {
     // The closure only stores frame addresses into the array on our stack.
     unsafe {
         backtrace::trace_unsynchronized(|f| {
-            frames[depth] = f.ip() as usize;
+            let ip = f.ip() as usize;
+            if ip == 0 {
+                return false; // the outermost frame's caller: none
+            }
+            frames[depth] = ip;
             depth += 1;
             depth < MAX_FRAMES
         })
