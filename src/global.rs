@@ -158,9 +158,29 @@ impl PoolAlloc {
 
     #[inline(always)]
     unsafe fn raw_dealloc(&self, ptr: *mut u8, layout: Layout) {
-        let layout = block_layout(layout);
+        // Once the profiler has recorded a block, frees go out of line past its records (a tail
+        // call: the fast path keeps no register for it).
         #[cfg(feature = "profiling")]
+        if crate::profile::armed() {
+            // SAFETY: forwarded contract.
+            return unsafe { self.profiled_dealloc(ptr, layout) };
+        }
+        // SAFETY: forwarded contract.
+        unsafe { self.pool_dealloc(ptr, layout) }
+    }
+
+    /// A free while the profiler holds records: the block's record (if any) goes first.
+    #[cfg(feature = "profiling")]
+    #[inline(never)]
+    unsafe fn profiled_dealloc(&self, ptr: *mut u8, layout: Layout) {
         crate::profile::on_free(ptr);
+        // SAFETY: forwarded contract.
+        unsafe { self.pool_dealloc(ptr, layout) }
+    }
+
+    #[inline(always)]
+    unsafe fn pool_dealloc(&self, ptr: *mut u8, layout: Layout) {
+        let layout = block_layout(layout);
         if size_class::is_small(layout.size(), layout.align()) {
             hardened::on_free(ptr, layout);
             // SAFETY: ptr is a live small block (caller's contract); its chunk header names its

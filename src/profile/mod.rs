@@ -22,7 +22,7 @@ if_profiled! {
     mod pprof;
     mod sampler;
     mod table;
-    pub(crate) use sampler::{on_alloc, on_free};
+    pub(crate) use sampler::{armed, on_alloc, on_free};
 }
 if_not_profiled! {
     /// Nothing to count where the profiler does not run.
@@ -30,6 +30,10 @@ if_not_profiled! {
     pub(crate) fn on_alloc(_: *mut u8, _: usize) {}
     #[inline(always)]
     pub(crate) fn on_free(_: *mut u8) {}
+    #[inline(always)]
+    pub(crate) fn armed() -> bool {
+        false
+    }
     pub(crate) fn lock_for_fork() {}
     /// # Safety
     /// None: nothing to unlock.

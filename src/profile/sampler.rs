@@ -62,9 +62,13 @@ pub fn on_alloc(p: *mut u8, size: usize) {
 /// A block at `p` is being freed: drops its record if it was sampled.
 #[inline(always)]
 pub fn on_free(p: *mut u8) {
-    if table::maybe_sampled(p) {
-        table::remove(p as usize);
-    }
+    table::forget(p);
+}
+
+/// Whether a free must call [`on_free`] (the profiler ever recorded a block).
+#[inline(always)]
+pub fn armed() -> bool {
+    table::armed()
 }
 
 /// Starts sampling one allocation per `interval` bytes on average (0: every allocation).

@@ -81,11 +81,19 @@ fn hash_addr(addr: usize, bits: u32) -> usize {
     ((addr as u64 >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - bits)) as usize
 }
 
-/// Whether `p` may be a sampled block (never false for one). A load and a branch while nothing
-/// was ever sampled; one more load after.
+/// Whether the profiler ever recorded a block: until then a free need not look (one load).
 #[inline(always)]
-pub fn maybe_sampled(p: *mut u8) -> bool {
-    ARMED.load(Relaxed) && FILTER[hash_addr(p as usize, FILTER_BITS)].load(Relaxed) != 0
+pub fn armed() -> bool {
+    ARMED.load(Relaxed)
+}
+
+/// A block at `p` is being freed: drops its record if it has one. Reads one filter counter and
+/// returns, unless `p` may be a sampled block.
+#[inline(always)]
+pub fn forget(p: *mut u8) {
+    if armed() && FILTER[hash_addr(p as usize, FILTER_BITS)].load(Relaxed) != 0 {
+        remove(p as usize);
+    }
 }
 
 fn stack_hash(frames: &[usize]) -> u64 {
