@@ -119,6 +119,7 @@ macro_rules! if_fallback {
     target_pointer_width = "64",
     any(target_os = "linux", target_os = "macos", target_os = "freebsd")
 ))]
+#[cfg_attr(not(feature = "profiling"), allow(unused_macros))]
 macro_rules! if_profiled {
     ($($t:tt)*) => { $($t)* };
 }
@@ -127,6 +128,7 @@ macro_rules! if_profiled {
     target_pointer_width = "64",
     any(target_os = "linux", target_os = "macos", target_os = "freebsd")
 )))]
+#[cfg_attr(not(feature = "profiling"), allow(unused_macros))]
 macro_rules! if_profiled {
     ($($t:tt)*) => {};
 }
@@ -136,6 +138,7 @@ macro_rules! if_profiled {
     target_pointer_width = "64",
     any(target_os = "linux", target_os = "macos", target_os = "freebsd")
 ))]
+#[cfg_attr(not(feature = "profiling"), allow(unused_macros))]
 macro_rules! if_not_profiled {
     ($($t:tt)*) => {};
 }
@@ -144,6 +147,7 @@ macro_rules! if_not_profiled {
     target_pointer_width = "64",
     any(target_os = "linux", target_os = "macos", target_os = "freebsd")
 )))]
+#[cfg_attr(not(feature = "profiling"), allow(unused_macros))]
 macro_rules! if_not_profiled {
     ($($t:tt)*) => { $($t)* };
 }
