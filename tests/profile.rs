@@ -35,27 +35,29 @@ fn large_blocks(count: usize, each: usize, keep: &mut Vec<Vec<u8>>) -> usize {
     count * each
 }
 
+// Each site returns through black_box so that its call is not a tail call (which would leave the
+// site out of the stack in an optimized build).
 #[inline(never)]
 fn site_a_small(keep: &mut Vec<Box<[u8]>>) -> usize {
-    small_blocks(56 * MIB, keep)
+    black_box(small_blocks(56 * MIB, keep))
 }
 #[inline(never)]
 fn site_a_large(keep: &mut Vec<Vec<u8>>) -> usize {
-    large_blocks(4, 200 * MIB, keep)
+    black_box(large_blocks(4, 200 * MIB, keep))
 }
 #[inline(never)]
 fn site_b_small(keep: &mut Vec<Box<[u8]>>) -> usize {
-    small_blocks(24 * MIB, keep)
+    black_box(small_blocks(24 * MIB, keep))
 }
 #[inline(never)]
 fn site_b_large(keep: &mut Vec<Vec<u8>>) -> usize {
-    large_blocks(3, 115 * MIB, keep)
+    black_box(large_blocks(3, 115 * MIB, keep))
 }
 /// Allocates and frees: nothing of it is live at the dump.
 #[inline(never)]
 fn site_churn() -> usize {
     let mut total = 0;
-    for round in 0..64 {
+    for round in black_box(0..64) {
         let mut v = Vec::new();
         total += small_blocks(MIB + round, &mut v);
         drop(black_box(v));
@@ -153,6 +155,40 @@ fn main() {
         churn,
         4.0 * (r * churn).sqrt(),
     );
+    // The flamegraph names both sites, the larger wider.
+    let svg = path.with_file_name("profile-70-30.svg");
+    profile::flamegraph(&svg).unwrap();
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    let width = |f: &str| -> f64 {
+        // inferno writes each frame as <title>NAME (BYTES bytes, P%)</title>
+        svg.split("<title>")
+            .filter(|t| t.starts_with(f))
+            .filter_map(|t| {
+                t.split(" (")
+                    .nth(1)?
+                    .split(" bytes")
+                    .next()?
+                    .replace(',', "")
+                    .parse::<f64>()
+                    .ok()
+            })
+            .sum()
+    };
+    let (wa, wb) = (width("profile::site_a_"), width("profile::site_b_"));
+    println!("flamegraph: site_a {wa} bytes, site_b {wb} bytes");
+    check(
+        "flamegraph site_a",
+        wa,
+        p.total("site_a_", "inuse_space"),
+        0.001 * a,
+    );
+    check(
+        "flamegraph site_b",
+        wb,
+        p.total("site_b_", "inuse_space"),
+        0.001 * b,
+    );
+
     // Freed, they leave the profile: no record outlives its block.
     drop(black_box((small, large)));
     let path = path.with_file_name("profile-70-30-freed.pb.gz");

@@ -14,11 +14,13 @@
 //! itself (`table.rs`), and loses its record when it is freed. [`dump`] writes every stack with
 //! its estimated live blocks and bytes (`inuse_objects`, `inuse_space`) and what it allocated
 //! since [`start`] (`alloc_objects`, `alloc_space`), in pprof's format (`pprof.rs`), symbolized
-//! then. Recording never allocates; dumping does.
+//! then, and [`flamegraph`] draws the live bytes by stack as an SVG. Recording never allocates;
+//! dumping does.
 //!
 //! Runs on 64-bit Linux, macOS and FreeBSD; elsewhere [`start`] returns [`Error::Unsupported`].
 
 if_profiled! {
+    mod flamegraph;
     mod pprof;
     mod sampler;
     mod table;
@@ -137,6 +139,25 @@ pub fn dump(path: impl AsRef<Path>) -> Result<(), Error> {
     gz.write_all(&bytes)?;
     gz.finish()?;
     Ok(())
+}
+
+/// Writes a flamegraph (SVG, `inferno`) of the live bytes by stack to `path`, symbolized like
+/// [`dump`]'s profile. Allocates (nothing it allocates is sampled).
+pub fn flamegraph(path: impl AsRef<Path>) -> Result<(), Error> {
+    if_profiled! {
+        let lines = {
+            let _busy = sampler::Busy::enter();
+            flamegraph::folded(&table::snapshot())
+        };
+        let file = io::BufWriter::new(std::fs::File::create(path)?);
+        flamegraph::write_svg(&lines, file)?;
+        return Ok(());
+    }
+    #[allow(unreachable_code)]
+    {
+        let _ = path;
+        Err(Error::Unsupported)
+    }
 }
 
 /// The profile as an uncompressed profile.proto message.

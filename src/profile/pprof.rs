@@ -75,13 +75,14 @@ impl Strings {
 }
 
 /// One function a location's address resolves to.
-struct Frame {
-    name: String,
-    file: String,
-    line: u32,
+pub(super) struct Frame {
+    pub name: String,
+    pub file: String,
+    pub line: u32,
 }
 
-fn resolve(ip: usize) -> Vec<Frame> {
+/// The functions at return address `ip`, innermost (inlined) first.
+pub(super) fn resolve(ip: usize) -> Vec<Frame> {
     let mut out = Vec::new();
     // A return address: the call is the instruction before it.
     let at = ip.saturating_sub(1) as *mut core::ffi::c_void;
@@ -110,7 +111,7 @@ fn resolve(ip: usize) -> Vec<Frame> {
 
 /// Functions of the allocator itself (and of the unwinder): the frames above the user's call,
 /// trimmed from the top of every stack.
-fn is_allocator(name: &str) -> bool {
+pub(super) fn is_allocator(name: &str) -> bool {
     const PREFIXES: &[&str] = &[
         "poolalloc::profile",
         "poolalloc::global",
