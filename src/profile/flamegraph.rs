@@ -1,7 +1,7 @@
 //! The flamegraph: live bytes by stack as an SVG (`inferno`), symbolized like the pprof file
 //! (the same resolution and the same trimming of the allocator's own frames, `pprof.rs`).
 
-use super::pprof::{is_allocator, resolve};
+use super::pprof::{is_allocator_location, resolve};
 use super::table::Snapshot;
 use std::collections::HashMap;
 use std::io;
@@ -23,7 +23,7 @@ pub fn folded(snap: &Snapshot) -> Vec<String> {
             let fs = names
                 .entry(ip)
                 .or_insert_with(|| resolve(ip).into_iter().map(|f| f.name).collect());
-            if frames.is_empty() && fs.iter().all(|n| is_allocator(n)) {
+            if frames.is_empty() && is_allocator_location(fs.iter().map(String::as_str)) {
                 continue;
             }
             frames.extend(fs.iter().cloned());

@@ -109,9 +109,19 @@ pub(super) fn resolve(ip: usize) -> Vec<Frame> {
     out
 }
 
-/// Functions of the allocator itself (and of the unwinder): the frames above the user's call,
-/// trimmed from the top of every stack.
-pub(super) fn is_allocator(name: &str) -> bool {
+/// Whether a location (its functions, innermost first) is the allocator's own, above the user's
+/// call: trimmed from the top of every stack. What counts is the outermost function (the one the
+/// others are inlined into): `Box::new` inlined into the user's function is the user's, while the
+/// profiler's hook inlined into a `GlobalAlloc` impl (the user's wrapper around `PoolAlloc`, too)
+/// is the allocator's.
+pub(super) fn is_allocator_location<'a>(names: impl DoubleEndedIterator<Item = &'a str>) -> bool {
+    names
+        .last()
+        .is_some_and(|n| is_allocator(n) || n.contains(" as core::alloc::global::GlobalAlloc>::"))
+}
+
+/// Functions of the allocator itself (and of the unwinder).
+fn is_allocator(name: &str) -> bool {
     const PREFIXES: &[&str] = &[
         "poolalloc::profile",
         "poolalloc::global",
@@ -167,7 +177,7 @@ pub fn encode(snap: &Snapshot, interval: usize) -> Vec<u8> {
         for &ip in &s.frames[..s.depth as usize] {
             let (id, own) = *locations.entry(ip).or_insert_with(|| {
                 let frames = resolve(ip);
-                let own = frames.iter().all(|f| is_allocator(&f.name));
+                let own = is_allocator_location(frames.iter().map(|f| f.name.as_str()));
                 let id = location_msgs.len() as u64 + 1;
                 let mut loc = Msg::default();
                 loc.int(1, id);
