@@ -27,6 +27,22 @@ pub enum AcquireError {
     Shutdown,
 }
 
+impl fmt::Display for AcquireError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            AcquireError::Timeout => "no resource of the blocking pool became free in time",
+            AcquireError::Shutdown => "the blocking pool was shut down",
+        })
+    }
+}
+impl std::error::Error for AcquireError {}
+
+impl From<Shutdown> for AcquireError {
+    fn from(_: Shutdown) -> Self {
+        AcquireError::Shutdown
+    }
+}
+
 struct State<T> {
     free: Vec<T>,
     /// Tickets of the threads waiting, in arrival order: only the front one may take a resource,
@@ -147,10 +163,28 @@ impl<T> BlockingPool<T> {
     }
 }
 
+/// Shows the counts, not the resources (they are behind the lock, and may be in use).
+impl<T> fmt::Debug for BlockingPool<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = self.lock();
+        f.debug_struct("BlockingPool")
+            .field("available", &s.free.len())
+            .field("waiting", &s.queue.len())
+            .field("shutdown", &s.shutdown)
+            .finish()
+    }
+}
+
 /// A resource taken from a [`BlockingPool`]; it goes back when this is dropped.
 pub struct Pooled<'a, T> {
     pool: &'a BlockingPool<T>,
     item: Option<T>,
+}
+
+impl<T: fmt::Debug> fmt::Debug for Pooled<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Pooled").field(&**self).finish()
+    }
 }
 
 impl<T> Deref for Pooled<'_, T> {
@@ -178,6 +212,32 @@ impl<T> Drop for Pooled<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn errors_display_and_convert_into_boxed_errors() {
+        fn acquire(pool: &BlockingPool<u8>) -> Result<u8, Box<dyn std::error::Error>> {
+            Ok(*pool.acquire_timeout(Duration::from_millis(1))?)
+        }
+        let pool = BlockingPool::new([7]);
+        assert_eq!(acquire(&pool).unwrap(), 7);
+        let held = pool.acquire().unwrap();
+        assert_eq!(format!("{held:?}"), "Pooled(7)");
+        assert_eq!(
+            format!("{pool:?}"),
+            "BlockingPool { available: 0, waiting: 0, shutdown: false }"
+        );
+        let e = acquire(&pool).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "no resource of the blocking pool became free in time"
+        );
+        pool.shutdown();
+        assert_eq!(
+            acquire(&pool).unwrap_err().to_string(),
+            "the blocking pool was shut down"
+        );
+        assert_eq!(AcquireError::from(Shutdown), AcquireError::Shutdown);
+    }
 
     #[test]
     fn acquire_release_and_try() {

@@ -4,7 +4,7 @@
 //! the feature).
 
 #[cfg(feature = "testing")]
-use crate::testing::hooks as testing;
+use crate::hooks as testing;
 use core::alloc::{GlobalAlloc, Layout};
 if_pools! {
     use crate::size_class::{self, class_of};

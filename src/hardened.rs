@@ -7,7 +7,9 @@
 //! | free of an interior, unaligned, wild, foreign or never-allocated pointer | the address map of our chunks (`addr_map`); the slot grid of the chunk (a multiply, not a division); the chunk's carved watermark; the live-large-block table |
 //! | size-mismatched dealloc | the layout's class against the chunk header's class |
 //! | corrupted free-list links | links stored as `rotl(p ^ k1, k0) + k0` with per-process keys, and a decoded link must name a chunk of ours of the same class |
-//! | write after free | freed slots carry their tag and the `0x1deadb0b` pattern in their first 64 bytes (after the link word), checked when handed out again |
+//! | write after free | freed slots carry their tag and the `0x1deadb0b` pattern in their first 64 bytes (after the link word), checked when handed out again; freed large spans of the C library wait for reuse read-only (a write faults) |
+//! | free of a pointer on the stack or in static data (C library) | a pointer outside our mappings is checked against the thread's stack and the loaded objects' images |
+//! | overflow or underflow by a few bytes of a large block (C library) | keyed canaries in the last word of the span header and just after the block (its usable size is then the request rounded to 16 bytes, not to the page), checked at every lookup of the block |
 //!
 //! Not caught: a double free after the slot was handed out again (it is then a valid free of the new
 //! block), writes past the first 64 bytes of a freed slot, and overflows into a live neighbour. A
@@ -42,7 +44,11 @@ mod imp {
         // SAFETY: `from` is a free slot of one of our chunks, so its header is readable.
         let class = unsafe { (*chunk::of(from)).class };
         // SAFETY: read only after is_ours confirms the chunk is mapped and ours.
-        if !is_ours(next.cast()) || unsafe { (*chunk::of(next)).class } != class {
+        // (Every slot is 8-aligned: a link a stray byte changed in its low bits is caught here too.)
+        if next as usize & 7 != 0
+            || !is_ours(next.cast())
+            || unsafe { (*chunk::of(next)).class } != class
+        {
             fatal(format_args!(
                 "corrupted free list: slot {from:p} links to {next:p} (heap overflow or write after free?)"
             ));
@@ -275,6 +281,88 @@ mod imp {
         }
     }
 
+    /// A pointer freed (or reallocated) that lies in none of our mappings: the C library leaves
+    /// such pointers alone (the dynamic loader frees blocks of its early allocator through
+    /// `free`), unless it is certainly no heap memory: on the stack or in a loaded object's image.
+    #[cold]
+    pub fn on_foreign(p: *mut u8, what: &str) {
+        if os::is_stack_or_image(p) {
+            fatal(format_args!(
+                "{what} of invalid pointer {p:p}: not a heap block (on the stack or in a program's static data)"
+            ));
+        }
+    }
+
+    // --- large spans of the C library ---------------------------------------------------------------
+
+    /// The word just below a span block (the end of its header's padding): an underflow of the
+    /// block overwrites it first.
+    #[inline]
+    fn span_canary(p: *mut u8) -> u64 {
+        tag(p).rotate_left(17) ^ 0x0bad_f00d_5eed_cafe
+    }
+
+    /// The usable size of a span block of `size` bytes: the request rounded up to 16 bytes, so
+    /// that a canary after it catches an overflow, where the span has room for the canary
+    /// (`room`: bytes from the block to the span's end); else `page_usable`, as without the feature.
+    #[inline]
+    pub fn span_usable(size: usize, page_usable: usize, room: usize) -> usize {
+        let exact = size.max(1).next_multiple_of(16);
+        if exact + 8 <= room { exact } else { page_usable }
+    }
+
+    /// A span block `p` with `usable` bytes and `room` bytes to its span's end was set up or
+    /// resized: writes its canaries, below it and (where there is room) after its usable bytes.
+    pub fn on_span_block(p: *mut u8, usable: usize, room: usize) {
+        // The keys are fixed before the first canary is (a program's first block may be large).
+        link::init();
+        // SAFETY: the word below p lies in the block's span header padding (span::HEADER leaves
+        // room for it); the word after the usable bytes lies in the span when usable + 8 ≤ room;
+        // both are ours, and 8-aligned (p is, usable is a multiple of 16 or of the page).
+        unsafe {
+            p.cast::<u64>().sub(1).write(span_canary(p));
+            if usable + 8 <= room {
+                p.add(usable).cast::<u64>().write(span_canary(p.add(usable)));
+            }
+        }
+    }
+
+    /// A live span block `p` (as in [`on_span_block`]) is looked up (free, realloc, usable size):
+    /// its canaries must hold.
+    ///
+    /// # Safety
+    /// `p` is a live span block with these `usable` and `room`.
+    #[inline]
+    pub unsafe fn check_span_block(p: *mut u8, usable: usize, room: usize) {
+        // SAFETY: as in on_span_block: the span of a live block is mapped and ours.
+        unsafe {
+            if p.cast::<u64>().sub(1).read() != span_canary(p) {
+                fatal(format_args!(
+                    "heap underflow: the bytes just below large block {p:p} were overwritten"
+                ));
+            }
+            if usable + 8 <= room && p.add(usable).cast::<u64>().read() != span_canary(p.add(usable)) {
+                fatal(format_args!(
+                    "heap overflow: the bytes just after large block {p:p} ({usable} usable bytes) were overwritten"
+                ));
+            }
+        }
+    }
+
+    /// A freed span waits for reuse: made read-only, so a write after free faults.
+    pub fn on_span_cached(base: *mut u8, len: usize) {
+        // SAFETY: the span is ours and unused (its block was freed); a refusal leaves it writable.
+        unsafe { os::protect(base, len, false) };
+    }
+
+    /// A cached span is taken for reuse: writable again. False when the OS refused (the caller
+    /// unmaps it instead).
+    #[must_use]
+    pub fn on_span_reused(base: *mut u8, len: usize) -> bool {
+        // SAFETY: the span is ours, taken off the cache by the caller.
+        unsafe { os::protect(base, len, true) }
+    }
+
     // --- live large blocks ------------------------------------------------------------------------------
 
     /// An open-addressing set of live large-block addresses, in memory mapped from the OS.
@@ -421,6 +509,25 @@ mod imp {
     pub fn check_live(_p: *mut u8, _class: usize) {}
     #[inline(always)]
     pub fn on_invalid_pointer(_p: *mut u8, _what: &str) {}
+    #[inline(always)]
+    pub fn on_foreign(_p: *mut u8, _what: &str) {}
+    #[inline(always)]
+    pub fn span_usable(_size: usize, page_usable: usize, _room: usize) -> usize {
+        page_usable
+    }
+    #[inline(always)]
+    pub fn on_span_block(_p: *mut u8, _usable: usize, _room: usize) {}
+    /// # Safety
+    /// None: does nothing (the twin of the hardened version).
+    #[inline(always)]
+    pub unsafe fn check_span_block(_p: *mut u8, _usable: usize, _room: usize) {}
+    #[inline(always)]
+    pub fn on_span_cached(_base: *mut u8, _len: usize) {}
+    #[inline(always)]
+    #[must_use]
+    pub fn on_span_reused(_base: *mut u8, _len: usize) -> bool {
+        true
+    }
     #[inline(always)]
     pub fn on_large_alloc(_p: *mut u8) {}
     #[inline(always)]

@@ -39,6 +39,17 @@
 //!
 //! The design, its invariants and its lock order: `DESIGN.md` in the repository.
 //!
+//! # Features
+//!
+//! - `hardened`: checks that detect misuse (double free, invalid pointer, size mismatch, corrupted
+//!   free lists) and abort with a message naming it.
+//! - `testing`: the hooks of [`testing`] (`set_limit`, `count`, `forbid`).
+//!
+//! Both change the allocator of the **whole process**, not only the crate that turns them on, and
+//! cargo unifies features across a build: a library that enables one (even as a dev-dependency of
+//! a test) enables it for every binary of the build that uses `PoolAlloc`. Turn them on in the
+//! binary's own `Cargo.toml`; a library should leave them to its users.
+//!
 //! # Platforms
 //!
 //! The pools run on 64-bit Linux (glibc and musl, x86-64 and AArch64), macOS, FreeBSD and Windows;
@@ -47,6 +58,9 @@
 //! to `std::alloc::System`; [`Stats::backend`] says which is live, and [`raw`] (the C library's
 //! interface) does not exist there.
 #![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_debug_implementations, missing_docs)]
+#![deny(rustdoc::broken_intra_doc_links)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 // Without a port most of the crate is compiled out, and what remains uses only part of the rest.
 #![cfg_attr(
     not(all(
@@ -156,6 +170,8 @@ mod blocking_pool;
 #[cfg(any(feature = "hardened", feature = "testing"))]
 mod fatal;
 mod global;
+#[cfg(feature = "testing")]
+mod hooks;
 mod lock;
 mod object_pool;
 mod os;
@@ -191,10 +207,20 @@ pub use settings::set_purge_delay_ms;
 pub use settings::{purge_delay, retained_chunks, set_purge_delay, set_retained_chunks};
 pub use stats::{ClassStats, Stats, stats, trim};
 
-/// The README's examples, run as doc tests (some need the `testing` feature, so all run with it).
+/// The examples of the README and of `docs/`, run as doc tests (some need the `testing` feature,
+/// so all run with it).
 #[cfg(all(doctest, feature = "testing"))]
 #[doc = include_str!("../README.md")]
 struct ReadmeExamples;
+#[cfg(all(doctest, feature = "testing"))]
+#[doc = include_str!("../docs/testing.md")]
+struct TestingDocExamples;
+#[cfg(all(doctest, feature = "testing"))]
+#[doc = include_str!("../docs/typed-pools.md")]
+struct TypedPoolsDocExamples;
+#[cfg(all(doctest, feature = "testing"))]
+#[doc = include_str!("../docs/stats-and-settings.md")]
+struct StatsDocExamples;
 
 if_pools! {
     /// Size of every chunk, in bytes.

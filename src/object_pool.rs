@@ -175,6 +175,13 @@ unsafe impl<T: Send> Send for Pool<T> {}
 // SAFETY: shared access only hands out &T.
 unsafe impl<T: Sync> Sync for Pool<T> {}
 
+/// The live objects by handle, in slot order (as `iter` visits them).
+impl<T: fmt::Debug> fmt::Debug for Pool<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
 impl<T> Default for Pool<T> {
     fn default() -> Self {
         Self::new()
@@ -683,6 +690,14 @@ impl<'a, T> Iterator for Iter<'a, T> {
 
 impl<T> ExactSizeIterator for Iter<'_, T> {}
 
+impl<T> fmt::Debug for Iter<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Iter")
+            .field("left", &self.cursor.left)
+            .finish()
+    }
+}
+
 /// Iterator over `(Handle<T>, &mut T)` in slot order.
 pub struct IterMut<'a, T> {
     cursor: Cursor<'a, T>,
@@ -706,9 +721,28 @@ impl<'a, T> Iterator for IterMut<'a, T> {
 
 impl<T> ExactSizeIterator for IterMut<'_, T> {}
 
+impl<T> fmt::Debug for IterMut<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IterMut")
+            .field("left", &self.cursor.left)
+            .finish()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debug_shows_the_live_objects_by_handle() {
+        let mut pool = Pool::new();
+        let a = pool.insert("a");
+        let b = pool.insert("b");
+        pool.remove(a);
+        assert_eq!(format!("{pool:?}"), format!("{{{b:?}: \"b\"}}"));
+        assert_eq!(format!("{:?}", pool.iter()), "Iter { left: 1 }");
+        assert_eq!(format!("{:?}", pool.iter_mut()), "IterMut { left: 1 }");
+    }
     use std::cell::Cell;
     use std::collections::HashMap;
     use std::rc::Rc;

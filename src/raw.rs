@@ -145,7 +145,38 @@ pub unsafe fn free(p: *mut u8) {
         }
         // SAFETY: p is a live span block (caller; checked by owner).
         Owner::Large => unsafe { free_large(p) },
-        Owner::Foreign => {}
+        Owner::Foreign => hardened::on_foreign(p, "free"),
+    }
+}
+
+/// Frees `p`, a block that [`malloc`] (`align` 0) or [`alloc`] (`align`, a power of two) handed
+/// out for `size` bytes and that was never resized (C++'s sized `operator delete`). The size says
+/// whether the block is a slot, so the address map is not consulted for it: the slot's class is
+/// read from its chunk header as in [`free`], so a size that names the wrong class is harmless,
+/// but one that names a slot for a large or foreign block is not (with `hardened`, that aborts).
+///
+/// # Safety
+/// `p` is null, or a live block from [`malloc`]/[`alloc`] with exactly these arguments (a block
+/// [`realloc`] kept in place does not qualify: its size no longer names its kind), not used after.
+#[inline(always)]
+pub unsafe fn free_sized(p: *mut u8, size: usize, align: usize) {
+    let small = if align == 0 {
+        size_class::class_of_malloc(size)
+    } else {
+        class_of(size.max(1), align)
+    };
+    match small {
+        Some(c) if !p.is_null() => {
+            // Checks that p is a live slot of our chunks of class c (the size names it).
+            // SAFETY: (for the layout) a class size with alignment 1 is a valid layout.
+            hardened::on_free(p, unsafe {
+                Layout::from_size_align_unchecked(size_class::size_of(c), 1)
+            });
+            // SAFETY: p is a live slot (caller: the size names a class, so it came from a chunk).
+            unsafe { heap::dealloc_unsized(p) }
+        }
+        // SAFETY: forwarded contract (null, or a large block found through the address map).
+        _ => unsafe { free(p) },
     }
 }
 
@@ -225,6 +256,7 @@ pub unsafe fn realloc(p: *mut u8, new_size: usize, align: usize) -> *mut u8 {
             usable
         }
         Owner::Foreign => {
+            hardened::on_foreign(p, "realloc");
             let q = alloc(new_size, align);
             if !q.is_null() {
                 copy_foreign(p, q, new_size);
@@ -276,8 +308,5 @@ pub fn start() {
 /// included), but leaves the system allocator alone (in a C program, that is us).
 /// True when the resident set shrank.
 pub fn trim() -> bool {
-    let before = os::rss_bytes();
-    stats::trim_pools();
-    let after = os::rss_bytes();
-    matches!((before, after), (Some(b), Some(a)) if a < b)
+    stats::rss_shrank(stats::trim_pools)
 }

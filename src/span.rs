@@ -21,7 +21,7 @@
 use crate::addr_map::{self, Kind};
 use crate::chunk::CHUNK_SIZE;
 use crate::lock::Lock;
-use crate::os;
+use crate::{hardened, os};
 use core::ptr;
 
 /// Bytes of the header before each block.
@@ -56,7 +56,8 @@ struct Header {
 fn usable_for(size: usize, off: usize, len: usize) -> usize {
     let page = os::page_size();
     let end = (off + size + page - 1) & !(page - 1);
-    end.min(len) - off
+    // With `hardened`, the request rounded to 16 bytes where a canary fits after it.
+    hardened::span_usable(size, end.min(len) - off, len - off)
 }
 
 /// A freed span waiting for reuse.
@@ -163,7 +164,23 @@ unsafe fn write_header(p: *mut u8, base: *mut u8, len: usize, usable: usize) {
             usable,
         })
     };
+    hardened::on_span_block(p, usable, base as usize + len - p as usize);
 }
+
+/// Sets the usable size of the live block `p` whose header is `h` (and `hardened`'s canaries).
+///
+/// # Safety
+/// `h` is the header of the live span block `p`, which the caller owns; `usable` fits its span.
+unsafe fn set_usable(h: *mut Header, p: *mut u8, usable: usize) {
+    // SAFETY: guaranteed by the caller.
+    unsafe {
+        (*h).usable = usable;
+        hardened::on_span_block(p, usable, (*h).base as usize + (*h).len - p as usize);
+    }
+}
+
+// The header's last word stays free for `hardened`'s canary.
+const _: () = assert!(size_of::<Header>() + 8 <= HEADER);
 
 /// The header of the live span block `p`, or None when `p` is not the start of a live span block.
 /// `p` must be in a granule the address map marks as a span.
@@ -181,6 +198,8 @@ fn header(p: *mut u8) -> Option<*mut Header> {
     if p as usize % 8 != 0 || unsafe { (*h).magic } != MAGIC ^ p as usize {
         return None;
     }
+    // SAFETY: h is the header of a live block (its magic says so).
+    unsafe { hardened::check_span_block(p, (*h).usable, (*h).base as usize + (*h).len - p as usize) };
     Some(h)
 }
 
@@ -239,7 +258,7 @@ pub unsafe fn resize(p: *mut u8, new_size: usize) -> (*mut u8, usize) {
     if new_len == len {
         let u = usable_for(new_size, off, len);
         // SAFETY: p is live (caller); the block's new size fits the span.
-        unsafe { (*h).usable = u };
+        unsafe { set_usable(h, p, u) };
         return (p, u);
     }
     if new_len < len {
@@ -251,7 +270,7 @@ pub unsafe fn resize(p: *mut u8, new_size: usize) -> (*mut u8, usize) {
             addr_map::set(Kind::Span, tail, len - new_len, false);
             os::unmap_part(tail, len - new_len);
             (*h).len = new_len;
-            (*h).usable = usable_for(new_size, off, new_len);
+            set_usable(h, p, usable_for(new_size, off, new_len));
             return (p, (*h).usable);
         }
     }
@@ -266,7 +285,7 @@ pub unsafe fn resize(p: *mut u8, new_size: usize) -> (*mut u8, usize) {
                 return (ptr::null_mut(), 0);
             }
             (*h).len = new_len;
-            (*h).usable = usable_for(new_size, off, new_len);
+            set_usable(h, p, usable_for(new_size, off, new_len));
             return (p, (*h).usable);
         }
     }
@@ -320,6 +339,12 @@ fn take_cached(len: usize, balign: usize) -> Option<(*mut u8, usize)> {
         }
     }
     let s = c.remove(best?);
+    drop(c);
+    if !hardened::on_span_reused(s.base, s.len) {
+        // SAFETY: taken off the cache: ours and unused.
+        unsafe { unmap_span(s.base, s.len) };
+        return None;
+    }
     Some((s.base, s.len))
 }
 
@@ -336,6 +361,9 @@ unsafe fn put_cached(base: *mut u8, len: usize) {
     // Spans to unmap once the lock is released: evicted ones, or this one if it is too large.
     let mut out = [NONE; CACHE_SLOTS + 1];
     let mut nout = 0;
+    if len <= CACHE_SPAN_MAX {
+        hardened::on_span_cached(base, len);
+    }
     {
         let mut c = CACHE.lock();
         if len > CACHE_SPAN_MAX {

@@ -175,9 +175,20 @@ fn exit_report() {
 /// Returns to the OS everything that can go now: the calling thread's empty chunks (after
 /// collecting their remote frees), abandoned chunks that became empty, every retained empty chunk,
 /// and (with glibc) the system allocator's free heap. Other threads' chunks are untouched.
-pub fn trim() {
-    trim_pools();
-    os::trim_system_allocator();
+/// True when the process's resident set shrank (false where the OS does not report it).
+pub fn trim() -> bool {
+    rss_shrank(|| {
+        trim_pools();
+        os::trim_system_allocator();
+    })
+}
+
+/// Runs `f` and says whether the resident set shrank meanwhile.
+pub(crate) fn rss_shrank(f: impl FnOnce()) -> bool {
+    let before = os::rss_bytes();
+    f();
+    let after = os::rss_bytes();
+    matches!((before, after), (Some(b), Some(a)) if a < b)
 }
 
 /// [`trim`] without the system allocator's part: what poolalloc itself holds (large spans of the

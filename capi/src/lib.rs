@@ -7,9 +7,12 @@
 //! LD_PRELOAD=target/release/libpoolalloc_c.so program …     # or link with -lpoolalloc_c
 //! ```
 //!
+//! `--features hardened` compiles in poolalloc's misuse checks, and a few of the C library's own
+//! (README, "Safety and hardening").
+//!
 //! Nothing here needs an init call, and nothing here allocates: the first `malloc` of a thread
-//! (before `main`, inside libc, in a TLS destructor) sets up what it needs from mmap. C++
-//! `new`/`delete` reach these functions through libstdc++.
+//! (before `main`, inside libc, in a TLS destructor) sets up what it needs from mmap. C++'s
+//! `operator new`/`delete`, every form (sized, aligned, nothrow, arrays), are exported too (`cpp`).
 //!
 //! Alignment: a block of 16 bytes or more is 16-aligned (`alignof(max_align_t)`), as glibc's are
 //! and as compilers assume of `malloc`; smaller blocks are 8-aligned (no object that fits in them
@@ -23,6 +26,8 @@ use core::ffi::c_void;
 use core::ptr;
 use poolalloc::raw;
 
+mod cpp;
+
 /// Runs when the library is loaded (before the program's `main`): reads poolalloc's settings
 /// (`POOLALLOC_*`) and arranges the exit report `POOLALLOC_SHOW_STATS` asks for.
 extern "C" fn on_load() {
@@ -35,12 +40,12 @@ static ON_LOAD: extern "C" fn() = on_load;
 
 /// The alignment `malloc(size)` guarantees.
 #[inline(always)]
-fn align_for(size: usize) -> usize {
+pub(crate) fn align_for(size: usize) -> usize {
     if size <= 8 { 8 } else { 16 }
 }
 
 /// Sizes above this are refused with ENOMEM without trying (glibc refuses above PTRDIFF_MAX).
-const MAX_REQUEST: usize = isize::MAX as usize;
+pub(crate) const MAX_REQUEST: usize = isize::MAX as usize;
 
 #[inline(always)]
 fn set_errno(e: i32) {

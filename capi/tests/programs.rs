@@ -407,6 +407,91 @@ fn odd_moments_cpp() {
     odd_moments("odd_moments_cpp", &exe, &[]);
 }
 
+/// The C++ operators of the library (`tests/c/cpp_new.cpp`): every form of new and delete, over-
+/// alignment, nothrow giving null, std::bad_alloc caught, the new-handler loop, sized delete and
+/// cross-thread deletes, with the same results as under libstdc++'s own operators. Under our
+/// library every operator symbol must resolve to it.
+#[test]
+fn cpp_operators_preloaded() {
+    let s = setup();
+    let dir = s.dir("cpp_new");
+    let exe = compile_c(&dir, "cpp_new.cpp", "cpp_new", &[]);
+    let (reference, preloaded) = twice(s, "cpp_new", &|| Command::new(&exe), None);
+    let want = lines(&reference.stdout);
+    let got = lines(&preloaded.stdout);
+    assert!(want.len() >= 9, "cpp_new: too few stages: {want:?}");
+    assert!(want.iter().all(|l| l.ends_with(": ok")), "{want:?}");
+    assert_eq!(
+        got,
+        want,
+        "cpp_new under {}: stages differ (stderr: {})",
+        s.expected(),
+        String::from_utf8_lossy(&preloaded.stderr)
+    );
+    s.check_witness(&witness_log(s, "cpp_new"), &["cpp_new"]);
+    if let Some(so) =
+        s.so.as_ref()
+            .filter(|p| p.to_string_lossy().contains("poolalloc"))
+    {
+        check_operators_from(&preloaded.stdout, so);
+    }
+}
+
+/// The same program linked with `-lpoolalloc_c` instead of preloaded.
+#[test]
+fn cpp_operators_linked() {
+    let s = setup();
+    let Some(so) =
+        s.so.as_ref()
+            .filter(|p| p.to_string_lossy().contains("poolalloc"))
+    else {
+        return; // only our library is linked here
+    };
+    let dir = s.dir("cpp_new_linked");
+    let lib_dir = so.parent().expect("the library's directory");
+    let search = format!("-L{}", lib_dir.display());
+    let rpath = format!("-Wl,-rpath,{}", lib_dir.display());
+    let exe = compile_c(
+        &dir,
+        "cpp_new.cpp",
+        "cpp_new_linked",
+        &[&search, &rpath, "-lpoolalloc_c"],
+    );
+    let out = run_ok(
+        // cargo's LD_LIBRARY_PATH names its own target dir, which would win over the rpath.
+        Command::new(&exe)
+            .env_remove("LD_PRELOAD")
+            .env_remove("LD_LIBRARY_PATH"),
+        "cpp_new linked with -lpoolalloc_c",
+    );
+    let got = lines(&out.stdout);
+    assert!(
+        got.len() >= 9 && got.iter().all(|l| l.ends_with(": ok")),
+        "{got:?}"
+    );
+    check_operators_from(&out.stdout, so);
+}
+
+/// Every `note: SYMBOL from LIBRARY` line of cpp_new names `so`.
+fn check_operators_from(stdout: &[u8], so: &Path) {
+    let text = String::from_utf8_lossy(stdout);
+    let notes: Vec<(&str, &str)> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("note: ")?.split_once(" from "))
+        .collect();
+    assert!(
+        notes.len() >= 21,
+        "cpp_new printed no symbol notes:\n{text}"
+    );
+    for (sym, lib) in notes {
+        assert!(
+            fs::canonicalize(lib).is_ok_and(|l| l == so),
+            "{sym} resolves to {lib}, not to {}",
+            so.display()
+        );
+    }
+}
+
 #[test]
 fn python_threads_dicts_lists_strings() {
     let s = setup();

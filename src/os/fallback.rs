@@ -67,6 +67,17 @@ pub unsafe fn purge(p: *mut u8, size: usize) {
 }
 
 /// # Safety
+/// See `os::protect`.
+pub unsafe fn protect(_p: *mut u8, _size: usize, _writable: bool) -> bool {
+    false
+}
+
+/// See `os::is_stack_or_image`.
+pub fn is_stack_or_image(_p: *const u8) -> bool {
+    false
+}
+
+/// # Safety
 /// See `os::grow_in_place`.
 pub unsafe fn grow_in_place(_p: *mut u8, _old: usize, _new: usize) -> bool {
     false

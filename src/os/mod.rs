@@ -36,6 +36,7 @@
 //!   (Windows) the part's address space stays reserved until its mapping is unmapped whole.
 //! - [`purge`]: decommits a range: its memory goes back to the OS, the range stays usable and
 //!   reads as zero afterwards.
+//! - [`protect`]: makes a range read-only or read-write (`hardened`).
 //! - [`grow_in_place`] and [`move_pages`]: an optional remap (Linux's `mremap`); where there is
 //!   none they return `false` and the caller copies.
 //!
@@ -51,6 +52,8 @@
 //!   then abort). [`for_each_env`]: the environment's entries, read without allocating.
 //!   [`at_exit`]: a hook when the process exits normally; [`run_at_start!`]: a function run
 //!   before `main` (or when the shared library is loaded).
+//! - [`is_stack_or_image`]: whether a pointer is certainly no heap memory (`hardened`'s check of
+//!   a pointer freed that is not ours).
 //! - [`copy_readable`]: copies memory that may not all be mapped, without faulting (the C
 //!   library's realloc of a block it did not allocate). [`trim_system_allocator`]: asks the
 //!   system allocator to return its free memory (glibc's `malloc_trim`; nothing elsewhere).
@@ -279,6 +282,27 @@ pub unsafe fn move_pages(src: *mut u8, len: usize, dst: *mut u8, new_len: usize)
     }
     // SAFETY: forwarded contract.
     unsafe { imp::move_pages(src, len, dst, new_len) }
+}
+
+/// Makes `[p, p + size)` read-only (`writable` false: a write faults) or read-write again; false,
+/// changing nothing, where the OS refuses (`hardened`'s freed large blocks waiting for reuse).
+///
+/// # Safety
+/// The range lies inside one mapping made by this module and is page aligned; nobody writes to
+/// it while it is read-only.
+#[cfg_attr(not(feature = "hardened"), allow(dead_code))]
+pub unsafe fn protect(p: *mut u8, size: usize, writable: bool) -> bool {
+    // SAFETY: forwarded contract.
+    unsafe { imp::protect(p, size, writable) }
+}
+
+/// True when `p` is certainly not heap memory: in the calling thread's stack above its current
+/// frame, or inside the image (code, data, bss) of a loaded object other than the dynamic loader
+/// (whose early allocator hands blocks out of its own bss). False when unsure, and on systems
+/// where it cannot tell (everything but Linux). May take the loader's lock; allocates nothing.
+#[cfg_attr(not(feature = "hardened"), allow(dead_code))]
+pub fn is_stack_or_image(p: *const u8) -> bool {
+    imp::is_stack_or_image(p)
 }
 
 /// Injected OS failures for unit tests: the calling thread's next `n` calls that map (or, apart,

@@ -174,6 +174,53 @@ pub unsafe fn move_pages(src: *mut u8, len: usize, dst: *mut u8, new_len: usize)
     }
 }
 
+/// # Safety
+/// See `os::protect`.
+pub unsafe fn protect(p: *mut u8, size: usize, writable: bool) -> bool {
+    let prot = if writable {
+        libc::PROT_READ | libc::PROT_WRITE
+    } else {
+        libc::PROT_READ
+    };
+    // SAFETY: the range is inside one of our mappings, page aligned (caller).
+    unsafe { libc::mprotect(p.cast(), size, prot) == 0 }
+}
+
+/// See `os::is_stack_or_image`.
+#[cfg(target_os = "linux")]
+pub fn is_stack_or_image(p: *const u8) -> bool {
+    let here = 0u8;
+    let sp = core::hint::black_box(&here) as *const u8 as usize;
+    // The top of this thread's stack: the main thread's holds the auxiliary vector's random
+    // bytes near its top; another thread's (glibc and musl) ends with its thread descriptor.
+    // SAFETY: getpid, gettid, getauxval and pthread_self have no preconditions.
+    let top = unsafe {
+        if libc::getpid() == libc::gettid() {
+            libc::getauxval(libc::AT_RANDOM) as usize
+        } else {
+            libc::pthread_self() as usize
+        }
+    };
+    let a = p as usize;
+    // A top far above (a signal handler on an alternate stack) tells nothing.
+    if a >= sp && a < top && top - sp <= 64 << 20 {
+        return true;
+    }
+    // SAFETY: an all-zero Dl_info (null pointers) is valid for dladdr to fill.
+    let mut info: libc::Dl_info = unsafe { core::mem::zeroed() };
+    // SAFETY: dladdr only reads the loader's tables; `info` is ours to write.
+    let found = unsafe { libc::dladdr(p.cast(), &mut info) } != 0;
+    // SAFETY: as above.
+    let loader = unsafe { libc::getauxval(libc::AT_BASE) } as usize;
+    found && !info.dli_fbase.is_null() && info.dli_fbase as usize != loader
+}
+
+/// See `os::is_stack_or_image`: not told apart here.
+#[cfg(not(target_os = "linux"))]
+pub fn is_stack_or_image(_p: *const u8) -> bool {
+    false
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Threads.
 

@@ -25,8 +25,8 @@ use windows_sys::Win32::System::Console::{GetStdHandle, STD_ERROR_HANDLE};
 use windows_sys::Win32::System::Diagnostics::Debug::ReadProcessMemory;
 use windows_sys::Win32::System::Environment::{FreeEnvironmentStringsA, GetEnvironmentStrings};
 use windows_sys::Win32::System::Memory::{
-    MEM_COMMIT, MEM_DECOMMIT, MEM_RELEASE, MEM_RESERVE, PAGE_NOACCESS, PAGE_READWRITE,
-    VirtualAlloc, VirtualFree,
+    MEM_COMMIT, MEM_DECOMMIT, MEM_RELEASE, MEM_RESERVE, PAGE_NOACCESS, PAGE_READONLY,
+    PAGE_READWRITE, VirtualAlloc, VirtualFree, VirtualProtect,
 };
 use windows_sys::Win32::System::ProcessStatus::{K32GetProcessMemoryInfo, PROCESS_MEMORY_COUNTERS};
 use windows_sys::Win32::System::SystemInformation::{GetSystemInfo, GetTickCount64, SYSTEM_INFO};
@@ -173,6 +173,24 @@ pub unsafe fn grow_in_place(_p: *mut u8, _old: usize, _new: usize) -> bool {
 /// # Safety
 /// See `os::move_pages`.
 pub unsafe fn move_pages(_src: *mut u8, _len: usize, _dst: *mut u8, _new_len: usize) -> bool {
+    false
+}
+
+/// # Safety
+/// See `os::protect`.
+pub unsafe fn protect(p: *mut u8, size: usize, writable: bool) -> bool {
+    let prot = if writable {
+        PAGE_READWRITE
+    } else {
+        PAGE_READONLY
+    };
+    let mut old = 0;
+    // SAFETY: the range is inside one of our committed mappings, page aligned (caller).
+    unsafe { VirtualProtect(p.cast(), size, prot, &mut old) != 0 }
+}
+
+/// See `os::is_stack_or_image`: not told apart here.
+pub fn is_stack_or_image(_p: *const u8) -> bool {
     false
 }
 

@@ -40,22 +40,16 @@
 mod failing_alloc;
 pub use failing_alloc::FailingAlloc;
 
-#[cfg(feature = "testing")]
-mod armed;
-#[cfg(feature = "testing")]
-mod counts;
-#[cfg(feature = "testing")]
-mod forbid;
-#[cfg(feature = "testing")]
-pub(crate) mod hooks;
-#[cfg(feature = "testing")]
-mod limit;
-#[cfg(feature = "testing")]
-mod table;
+// The hooks themselves (`count`, `forbid`, `set_limit` and what `PoolAlloc` calls) live in the
+// crate's `hooks` module, below `global` in the layering; this module, above it, is their public
+// face beside `FailingAlloc`.
 
 #[cfg(feature = "testing")]
-pub use counts::{Counts, count};
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+pub use crate::hooks::forbid;
 #[cfg(feature = "testing")]
-pub use forbid::forbid;
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+pub use crate::hooks::set_limit;
 #[cfg(feature = "testing")]
-pub use limit::set_limit;
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+pub use crate::hooks::{Counts, count};

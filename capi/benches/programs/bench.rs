@@ -24,6 +24,11 @@
 //! - `gcc`: `gcc -O2 -c` on mimalloc's single-file builds (`static.c`), found in the cargo
 //!   registry's `libmimalloc-sys` sources, one file after the other (`SOURCE_DATE_EPOCH=0`, as
 //!   they embed `__DATE__`); the objects must be byte-identical under every allocator.
+//! - `larson-cpp`: a larson-style exchange in C++ with sized delete (`programs/larson.cpp`, built
+//!   with g++ here): two threads each replace random objects of 16 B to 1 KiB in a working set of
+//!   5000 with `::operator delete(p, size)` and `::operator new(size)`, and hand their sets on after
+//!   every round, so that most frees are of objects the other thread made. Its checksum must be
+//!   the same under every allocator.
 //!
 //! Time is wall-clock from the start of the process to its end (`wait4`); peak RSS is `wait4`'s
 //! `ru_maxrss`, which on Linux is the largest of the process and of the descendants it waited for,
@@ -467,6 +472,7 @@ enum Kind {
     Python,
     PythonMalloc,
     Gcc,
+    Larson,
 }
 
 struct Workload {
@@ -474,7 +480,7 @@ struct Workload {
     kind: Kind,
 }
 
-const WORKLOADS: [Workload; 5] = [
+const WORKLOADS: [Workload; 6] = [
     Workload {
         name: "redis",
         kind: Kind::Redis,
@@ -494,6 +500,10 @@ const WORKLOADS: [Workload; 5] = [
     Workload {
         name: "gcc",
         kind: Kind::Gcc,
+    },
+    Workload {
+        name: "larson-cpp",
+        kind: Kind::Larson,
     },
 ];
 
@@ -517,6 +527,8 @@ struct Setup {
     python: PathBuf,
     redis_check: PathBuf,
     gcc_units: Vec<(PathBuf, PathBuf)>, // (include dir, static.c)
+    /// `programs/larson.cpp`, built with g++.
+    larson: PathBuf,
 }
 
 fn run_workload(w: &Workload, a: &Alloc, s: &Setup) -> Outcome {
@@ -588,7 +600,34 @@ fn run_workload(w: &Workload, a: &Alloc, s: &Setup) -> Outcome {
                 tests: Vec::new(),
             }
         }
+        Kind::Larson => {
+            let mut cmd = Command::new(&s.larson);
+            // threads, rounds, replacements per round, objects per set
+            cmd.args(["2", if s.quick { "20" } else { "100" }, "20000", "5000"]);
+            with_alloc(&mut cmd, a);
+            outcome(run(&what, &mut cmd, None, &scratch))
+        }
     }
+}
+
+/// Builds `programs/larson.cpp` into `work`.
+fn build_larson(work: &Path) -> PathBuf {
+    let exe = work.join("larson");
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/programs/larson.cpp");
+    let out = Command::new("g++")
+        .args(["-O2", "-std=c++17", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(&source)
+        .env_remove("LD_PRELOAD")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run g++: {e}; {DEPS}"));
+    assert!(
+        out.status.success(),
+        "g++ {}:\n{}",
+        source.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
 }
 
 fn outcome(f: Finished) -> Outcome {
@@ -981,6 +1020,11 @@ fn check_bindings(w: &Workload, a: &Alloc, s: &Setup) {
             }
             c
         }
+        Kind::Larson => {
+            let mut c = Command::new(&s.larson);
+            c.args(["2", "2", "100", "100"]);
+            c
+        }
         Kind::Gcc => {
             // A small unit: the driver, cc1 and as all run, as in the measured compiles.
             let probe = dir.join("probe.c");
@@ -1162,6 +1206,7 @@ pub fn main() {
         "redis-cli",
         "sqlite3",
         "gcc",
+        "g++",
         "nm",
     ] {
         need_program(p);
@@ -1215,6 +1260,7 @@ pub fn main() {
     if quick {
         units.truncate(1);
     }
+    let larson = build_larson(&work);
     let setup = Setup {
         quick,
         work,
@@ -1223,6 +1269,7 @@ pub fn main() {
         python: python(),
         redis_check,
         gcc_units: units,
+        larson,
     };
     let workloads: Vec<&Workload> = WORKLOADS
         .iter()

@@ -1,10 +1,20 @@
-//! What `PoolAlloc` calls when the `testing` feature is on: one relaxed load on each allocation
-//! and free while nothing is armed; with a limit set, or a `count` or `forbid` running in any
-//! thread, the calls below.
+//! The `testing` feature's hooks (their public face is `poolalloc::testing`): what `PoolAlloc`
+//! calls when the feature is on: one relaxed load on each allocation and free while nothing is
+//! armed; with a limit set, or a `count` or `forbid` running in any thread, the calls below. The
+//! state of each tool is a file of its own: `limit`, `counts` (with its block `table`), `forbid`,
+//! and `armed`, the count of tools at work that the load reads.
 
-pub use super::armed::armed;
-use super::{counts, forbid, limit};
+mod armed;
+mod counts;
+mod forbid;
+mod limit;
+mod table;
+
+pub use armed::armed;
 use core::alloc::Layout;
+pub use counts::{Counts, count};
+pub use forbid::forbid;
+pub use limit::set_limit;
 
 /// Before an allocation of `layout`: aborts inside `forbid`; false when the limit refuses it.
 #[inline]

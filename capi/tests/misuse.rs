@@ -1,0 +1,331 @@
+//! The hardened C library against a catalogue of heap misuse (`tests/c/misuse.c`: double and
+//! invalid frees, writes after free, overflows and underflows by one byte and by a megabyte,
+//! zero-size access, at 8 B, 4 KiB and 256 KiB). Each case runs in a process of its own under
+//! `libpoolalloc_c.so` built with `--features hardened`, and, for comparison, under glibc alone and
+//! Debian's jemalloc and mimalloc where installed. A case is *caught* when the process dies of a
+//! signal (an abort naming the problem, or a fault) instead of going on.
+//!
+//! Asserted: every case in [`CLAIMED`] is caught by the hardened library with an abort whose
+//! message names the problem (or, for the cases the table says, a fault), and the hardened library
+//! catches more cases than glibc does on this machine. The comparison table goes to
+//! `<workspace>/target/capi-test/misuse.md` and to stderr.
+//!
+//! The library: `POOLALLOC_TEST_C_SO_HARDENED` if set, else built here with `$CARGO build
+//! --release -p poolalloc-c --features hardened --target-dir <workspace>/target/capi-test-hardened`.
+//! Needs gcc. Linux only, as the library is.
+#![cfg(target_os = "linux")]
+
+use std::env;
+use std::fmt::Write as _;
+use std::fs;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How a claimed case must end.
+#[derive(Clone, Copy)]
+enum Claim {
+    /// An abort whose message names the problem.
+    Abort(&'static str),
+    /// A fault (a freed large block waits for reuse read-only).
+    Fault,
+    /// Either: a corrupted free-list link is caught when it is taken, unless the bytes changed
+    /// make it a link to a slot of the same chunk, in which case what follows faults.
+    AbortOrFault(&'static str),
+}
+use Claim::{Abort, AbortOrFault, Fault};
+
+/// The cases the hardened library promises to catch.
+const CLAIMED: &[(&str, Claim)] = &[
+    ("double_free_8", Abort("double free")),
+    ("double_free_4k", Abort("double free")),
+    ("double_free_256k", Abort("not a live block")),
+    ("double_free_interleaved_8", Abort("double free")),
+    ("double_free_interleaved_4k", Abort("double free")),
+    ("double_free_interleaved_256k", Abort("not a live block")),
+    ("realloc_freed_8", Abort("realloc of freed block")),
+    ("realloc_freed_4k", Abort("realloc of freed block")),
+    ("realloc_freed_256k", Abort("not a live block")),
+    ("free_interior_8", Abort("not the start of a block")),
+    ("free_interior_4k", Abort("not the start of a block")),
+    ("free_interior_256k", Abort("not a live block")),
+    ("free_unaligned_8", Abort("not the start of a block")),
+    ("free_unaligned_4k", Abort("not the start of a block")),
+    ("free_unaligned_256k", Abort("not a live block")),
+    ("free_stack", Abort("not a heap block")),
+    ("free_global", Abort("not a heap block")),
+    // The 8-byte slot's only word is its encoded link: overwritten, it decodes to no slot.
+    (
+        "write_after_free_start_8",
+        AbortOrFault("corrupted free list"),
+    ),
+    (
+        "write_after_free_start_4k",
+        AbortOrFault("corrupted free list"),
+    ),
+    ("write_after_free_start_256k", Fault),
+    (
+        "write_after_free_middle_8",
+        AbortOrFault("corrupted free list"),
+    ),
+    ("write_after_free_middle_256k", Fault),
+    // One byte past an 8-byte or 4 KiB block is the first byte of the next (free) slot's link.
+    ("overflow_1_8", AbortOrFault("corrupted free list")),
+    ("overflow_1_4k", AbortOrFault("corrupted free list")),
+    ("overflow_1_256k", Abort("heap overflow")),
+    // One byte below an 8-byte block is the last byte of the previous (free) slot's link.
+    ("underflow_1_8", AbortOrFault("corrupted free list")),
+    ("underflow_1_256k", Abort("heap underflow")),
+];
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("capi/ has a parent")
+        .to_path_buf()
+}
+
+fn hardened_library(root: &Path) -> PathBuf {
+    if let Some(p) = env::var_os("POOLALLOC_TEST_C_SO_HARDENED") {
+        return fs::canonicalize(&p).expect("POOLALLOC_TEST_C_SO_HARDENED is not a file");
+    }
+    let target = root.join("capi-test-hardened");
+    let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let out = Command::new(cargo)
+        .args(["build", "--release", "-p", "poolalloc-c", "--features"])
+        .arg("hardened")
+        .arg("--target-dir")
+        .arg(&target)
+        .current_dir(workspace())
+        .env_remove("LD_PRELOAD")
+        .output()
+        .expect("cannot run cargo");
+    assert!(
+        out.status.success(),
+        "building the hardened library failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    fs::canonicalize(target.join("release/libpoolalloc_c.so")).expect("no hardened library")
+}
+
+/// What one case did under one allocator.
+#[derive(Clone, Debug)]
+enum Outcome {
+    /// Killed by this signal; the first line of its stderr.
+    Caught(i32, String),
+    /// Went on to the end.
+    Survived,
+    /// Exited otherwise (a status, or a time-out): counted as not caught.
+    Other(String),
+}
+
+impl Outcome {
+    fn caught(&self) -> bool {
+        matches!(self, Outcome::Caught(..))
+    }
+
+    fn cell(&self) -> String {
+        match self {
+            Outcome::Caught(sig, line) => {
+                let name = match *sig {
+                    6 => "SIGABRT",
+                    11 => "SIGSEGV",
+                    7 => "SIGBUS",
+                    _ => "signal",
+                };
+                let line: String = line.chars().take(60).collect();
+                if line.is_empty() {
+                    name.to_string()
+                } else {
+                    format!("{name}: {}", line.replace('|', "/"))
+                }
+            }
+            Outcome::Survived => "—".to_string(),
+            Outcome::Other(s) => s.clone(),
+        }
+    }
+}
+
+fn run_case(exe: &Path, case: &str, preload: Option<&Path>) -> Outcome {
+    let mut cmd = Command::new(exe);
+    cmd.arg(case)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .env_remove("LD_PRELOAD")
+        .env_remove("MALLOC_CHECK_")
+        .env_remove("GLIBC_TUNABLES");
+    if let Some(p) = preload {
+        cmd.env("LD_PRELOAD", p);
+    }
+    let mut child = cmd.spawn().expect("cannot start misuse");
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break Some(s);
+        }
+        if start.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let out = child.wait_with_output().expect("output");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    match status {
+        None => Outcome::Other("time-out".into()),
+        Some(s) => match s.signal() {
+            Some(sig) => Outcome::Caught(sig, stderr.lines().next().unwrap_or("").to_string()),
+            None if s.code() == Some(0) && stdout.contains("survived") => Outcome::Survived,
+            None => Outcome::Other(format!("exit {:?}", s.code())),
+        },
+    }
+}
+
+/// The hardened library's check of a C++ sized delete: the size must name the block's class.
+#[test]
+fn hardened_sized_delete_checks_the_size() {
+    let root = workspace().join("target");
+    let dir = root.join("capi-test").join("misuse");
+    fs::create_dir_all(&dir).expect("create target/capi-test/misuse");
+    let so = hardened_library(&root);
+    let exe = dir.join("sized_delete");
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/sized_delete.cpp");
+    let built = Command::new("g++")
+        .args(["-O2", "-std=c++17", "-Wall", "-Wextra", "-Werror", "-o"])
+        .arg(&exe)
+        .arg(&source)
+        .env_remove("LD_PRELOAD")
+        .output()
+        .expect("g++ not found: run `bash .ci/deps`");
+    assert!(
+        built.status.success(),
+        "compiling sized_delete.cpp:\n{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    for (case, want) in [
+        ("right", None),
+        ("wrong-class", Some("size mismatch")),
+        ("small-size-of-large", Some("not allocated by poolalloc")),
+    ] {
+        match (run_case(&exe, case, Some(&so)), want) {
+            (Outcome::Survived, None) => {}
+            (Outcome::Caught(6, line), Some(what)) if line.contains(what) => {}
+            (o, _) => panic!("sized_delete {case}: expected {want:?}, got {o:?}"),
+        }
+    }
+}
+
+#[test]
+fn hardened_library_catches_the_misuse_catalogue() {
+    let root = workspace().join("target");
+    let dir = root.join("capi-test").join("misuse");
+    fs::create_dir_all(&dir).expect("create target/capi-test/misuse");
+    let so = hardened_library(&root);
+    let exe = dir.join("misuse");
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/misuse.c");
+    let built = Command::new("gcc")
+        .args(["-O2", "-Wall", "-Wextra", "-Werror", "-fno-builtin", "-o"])
+        .arg(&exe)
+        .arg(&source)
+        .env_remove("LD_PRELOAD")
+        .output()
+        .expect("gcc not found: run `bash .ci/deps`");
+    assert!(
+        built.status.success(),
+        "compiling misuse.c:\n{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let list = Command::new(&exe)
+        .arg("--list")
+        .output()
+        .expect("misuse --list");
+    let cases: Vec<String> = String::from_utf8_lossy(&list.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert!(cases.len() >= 30, "too few cases: {cases:?}");
+    for (c, _) in CLAIMED {
+        assert!(
+            cases.iter().any(|x| x == c),
+            "claimed case {c} is not in the catalogue"
+        );
+    }
+
+    // The allocators: ours first, then glibc, then the peers that are installed.
+    let mut allocs: Vec<(String, Option<PathBuf>)> = vec![
+        ("poolalloc hardened".into(), Some(so.clone())),
+        ("glibc".into(), None),
+    ];
+    for (name, path) in [
+        ("jemalloc", "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"),
+        ("mimalloc", "/usr/lib/x86_64-linux-gnu/libmimalloc.so.2"),
+    ] {
+        if Path::new(path).is_file() {
+            allocs.push((name.into(), Some(PathBuf::from(path))));
+        }
+    }
+    let results: Vec<Vec<Outcome>> = allocs
+        .iter()
+        .map(|(_, p)| {
+            cases
+                .iter()
+                .map(|c| run_case(&exe, c, p.as_deref()))
+                .collect()
+        })
+        .collect();
+
+    let mut table = String::new();
+    let _ = writeln!(
+        table,
+        "| case | {} |\n|---|{}",
+        allocs
+            .iter()
+            .map(|a| a.0.as_str())
+            .collect::<Vec<_>>()
+            .join(" | "),
+        "---|".repeat(allocs.len())
+    );
+    for (i, c) in cases.iter().enumerate() {
+        let cells: Vec<String> = results.iter().map(|r| r[i].cell()).collect();
+        let _ = writeln!(table, "| {c} | {} |", cells.join(" | "));
+    }
+    let counts: Vec<usize> = results
+        .iter()
+        .map(|r| r.iter().filter(|o| o.caught()).count())
+        .collect();
+    let _ = writeln!(
+        table,
+        "| **caught** | {} |",
+        counts
+            .iter()
+            .map(|n| format!("**{n} of {}**", cases.len()))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    );
+    fs::write(root.join("capi-test").join("misuse.md"), &table).expect("write misuse.md");
+    eprintln!("{table}");
+
+    let ours = &results[0];
+    for (case, needs) in CLAIMED {
+        let i = cases.iter().position(|c| c == case).expect("listed");
+        let o = &ours[i];
+        let named = |what: &str| matches!(o, Outcome::Caught(6, line) if line.starts_with("poolalloc: ") && line.contains(what));
+        let fault = matches!(o, Outcome::Caught(11 | 7, _));
+        let ok = match needs {
+            Abort(what) => named(what),
+            Fault => fault,
+            AbortOrFault(what) => named(what) || fault,
+        };
+        assert!(ok, "{case}: not caught as claimed: {o:?}\n{table}");
+    }
+    assert!(
+        counts[0] > counts[1],
+        "the hardened library catches {} cases, glibc {}: no more than glibc\n{table}",
+        counts[0],
+        counts[1]
+    );
+}
