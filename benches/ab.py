@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A/B timing of poolalloc builds on the report's workloads, side by side.
 
-usage: python3 benches/ab.py NAME=TARGET_DIR[,NAME=TARGET_DIR...] ROUNDS SCALE [workload,...]
+usage: python3 benches/ab.py NAME=TARGET_DIR[@VAR=VALUE][,NAME=...] ROUNDS SCALE [workload,...]
 
 Each TARGET_DIR holds a report binary built with
 `cargo build --profile bench --bench report [--features hardened] --target-dir TARGET_DIR`
@@ -11,9 +11,14 @@ with the geometric mean. See benches/results/experiments.md.
 """
 import subprocess, sys, os, statistics, math, glob
 bins = {}
+envs = {}
 for v in sys.argv[1].split(','):
-    name, d = v.split('=')
-    bins[name] = [b for b in glob.glob(d + '/release/deps/report-*') if not b.endswith('.d')][0]
+    # NAME=PATH or NAME=PATH@VAR=VALUE (an environment variable for that build's runs only, e.g. a
+    # profiler turned on); PATH is a target dir or the report binary itself.
+    spec, _, extra = v.partition('@')
+    name, d = spec.split('=', 1)
+    envs[name] = dict([extra.split('=', 1)]) if extra else {}
+    bins[name] = d if os.path.isfile(d) else [b for b in glob.glob(d + '/release/deps/report-*') if not b.endswith('.d')][0]
 rounds = int(sys.argv[2]); scale = sys.argv[3]
 wls = ["larson","xmalloc-test","cache-scratch","glibc-simple","alloc-test","mstress","sh6bench","rust-collections","frag-fill-free90","frag-long-short","frag-drift","frag-free-all"]
 if len(sys.argv) > 4: wls = sys.argv[4].split(',')
@@ -23,7 +28,7 @@ for r in range(rounds):
     for wi, w in enumerate(wls):
         for k in range(len(names)):
             n = names[(k + r + wi) % len(names)]
-            env = dict(os.environ, POOLALLOC_BENCH_WORKLOAD=w, POOLALLOC_BENCH_ALLOC="poolalloc", POOLALLOC_BENCH_THREADS="2", POOLALLOC_BENCH_SCALE=scale)
+            env = dict(os.environ, POOLALLOC_BENCH_WORKLOAD=w, POOLALLOC_BENCH_ALLOC="poolalloc", POOLALLOC_BENCH_THREADS="2", POOLALLOC_BENCH_SCALE=scale, **envs[n])
             out = subprocess.run([bins[n]], env=env, capture_output=True, text=True).stdout
             line = [l for l in out.splitlines() if l.startswith("RESULT")][0]
             secs = float(line.split()[1].split('=')[1])

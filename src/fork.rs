@@ -1,7 +1,7 @@
 //! `fork`: a child forked while another thread holds one of our locks would deadlock on its first
 //! allocation (jemalloc #315). Around fork, the forking thread takes every lock in the lock order
 //! (the heap's: shared heap, registry; the source's class locks and region lock; the span cache;
-//! `hardened`'s table) and releases them in parent and child. This is the one place that knows
+//! `hardened`'s table; the profiler's tables, a leaf) and releases them in parent and child. This is the one place that knows
 //! every lock. The OS layer runs the hooks (`pthread_atfork`; nothing where there is no fork).
 //!
 //! The heap, which installs the hooks on its first use, hands in its own lock functions, so this
@@ -30,6 +30,8 @@ fn prepare() {
     source::lock_for_fork();
     span::lock_for_fork();
     hardened::lock_for_fork();
+    #[cfg(feature = "profiling")]
+    crate::profile::lock_for_fork();
 }
 
 /// # Safety
@@ -41,6 +43,8 @@ unsafe fn release(child: bool) {
     // SAFETY: prepare took every one of these locks in this thread and forgot the guards; in the
     // child this thread is the only one, and the copies of the locks are held by it.
     unsafe {
+        #[cfg(feature = "profiling")]
+        crate::profile::unlock_after_fork();
         hardened::unlock_after_fork();
         span::unlock_after_fork();
         source::unlock_after_fork();

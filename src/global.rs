@@ -163,6 +163,16 @@ impl PoolAlloc {
     #[inline(always)]
     unsafe fn raw_alloc(&self, layout: Layout) -> *mut u8 {
         let layout = block_layout(layout);
+        // SAFETY: forwarded contract.
+        let p = unsafe { self.pool_alloc(layout) };
+        // With `profiling`, every block passes the sampler's countdown (one subtract, one branch).
+        #[cfg(feature = "profiling")]
+        crate::profile::on_alloc(p, layout.size());
+        p
+    }
+
+    #[inline(always)]
+    unsafe fn pool_alloc(&self, layout: Layout) -> *mut u8 {
         // The common case straight through (no branch joins it: one jump fewer), the rest out of
         // line.
         if let Some(c) = size_class::class_of_common(layout.size(), layout.align()) {
@@ -174,6 +184,28 @@ impl PoolAlloc {
 
     #[inline(always)]
     unsafe fn raw_dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // Once the profiler has recorded a block, frees go out of line past its records (a tail
+        // call: the fast path keeps no register for it).
+        #[cfg(feature = "profiling")]
+        if crate::profile::armed() {
+            // SAFETY: forwarded contract.
+            return unsafe { self.profiled_dealloc(ptr, layout) };
+        }
+        // SAFETY: forwarded contract.
+        unsafe { self.pool_dealloc(ptr, layout) }
+    }
+
+    /// A free while the profiler holds records: the block's record (if any) goes first.
+    #[cfg(feature = "profiling")]
+    #[inline(never)]
+    unsafe fn profiled_dealloc(&self, ptr: *mut u8, layout: Layout) {
+        crate::profile::on_free(ptr);
+        // SAFETY: forwarded contract.
+        unsafe { self.pool_dealloc(ptr, layout) }
+    }
+
+    #[inline(always)]
+    unsafe fn pool_dealloc(&self, ptr: *mut u8, layout: Layout) {
         let layout = block_layout(layout);
         if size_class::is_small(layout.size(), layout.align()) {
             hardened::on_free(ptr, layout);
@@ -189,7 +221,7 @@ impl PoolAlloc {
     #[inline(always)]
     unsafe fn raw_alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         let layout = block_layout(layout);
-        match class_of(layout.size(), layout.align()) {
+        let p = match class_of(layout.size(), layout.align()) {
             Some(c) => {
                 let p = heap::alloc(c, layout.size());
                 if !p.is_null() {
@@ -202,7 +234,10 @@ impl PoolAlloc {
             }
             // SAFETY: forwarded contract.
             None => unsafe { large::alloc_zeroed(layout) },
-        }
+        };
+        #[cfg(feature = "profiling")]
+        crate::profile::on_alloc(p, layout.size());
+        p
     }
 
     unsafe fn raw_realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
@@ -224,6 +259,12 @@ impl PoolAlloc {
                 // The block stays in its slot (its chunk counts it), with its new requested size.
                 // SAFETY: ptr is a live small block (caller's contract).
                 unsafe { heap::resized(ptr, layout.size(), new_size) };
+                // The profiler sees the block freed and allocated again at its new size.
+                #[cfg(feature = "profiling")]
+                {
+                    crate::profile::on_free(ptr);
+                    crate::profile::on_alloc(ptr, new_size);
+                }
                 return ptr;
             }
         } else {
@@ -231,8 +272,16 @@ impl PoolAlloc {
         }
         let new_small = size_class::is_small(new_size, block_align(new_size, layout.align()));
         match (small, new_small) {
-            // SAFETY: both sizes are large; forwarded contract.
-            (false, false) => unsafe { large::realloc(ptr, layout, new_size) },
+            (false, false) => {
+                // Forgotten before the system frees it (its address may then be handed out again).
+                #[cfg(feature = "profiling")]
+                crate::profile::on_free(ptr);
+                // SAFETY: both sizes are large; forwarded contract.
+                let q = unsafe { large::realloc(ptr, layout, new_size) };
+                #[cfg(feature = "profiling")]
+                crate::profile::on_alloc(q, new_size);
+                q
+            }
             _ => {
                 // SAFETY: the caller guarantees new_size with layout.align() forms a valid layout.
                 let new_layout =

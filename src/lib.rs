@@ -126,6 +126,46 @@ macro_rules! if_fallback {
     ($($t:tt)*) => {};
 }
 
+/// Expands its items or statements where the profiler records (`profile` module): 64-bit Linux,
+/// macOS and FreeBSD, whose plain `thread_local!` never allocates.
+#[cfg(all(
+    feature = "profiling",
+    target_pointer_width = "64",
+    any(target_os = "linux", target_os = "macos", target_os = "freebsd")
+))]
+#[cfg_attr(not(feature = "profiling"), allow(unused_macros))]
+macro_rules! if_profiled {
+    ($($t:tt)*) => { $($t)* };
+}
+#[cfg(not(all(
+    feature = "profiling",
+    target_pointer_width = "64",
+    any(target_os = "linux", target_os = "macos", target_os = "freebsd")
+)))]
+#[cfg_attr(not(feature = "profiling"), allow(unused_macros))]
+macro_rules! if_profiled {
+    ($($t:tt)*) => {};
+}
+/// The opposite of `if_profiled`.
+#[cfg(all(
+    feature = "profiling",
+    target_pointer_width = "64",
+    any(target_os = "linux", target_os = "macos", target_os = "freebsd")
+))]
+#[cfg_attr(not(feature = "profiling"), allow(unused_macros))]
+macro_rules! if_not_profiled {
+    ($($t:tt)*) => {};
+}
+#[cfg(not(all(
+    feature = "profiling",
+    target_pointer_width = "64",
+    any(target_os = "linux", target_os = "macos", target_os = "freebsd")
+)))]
+#[cfg_attr(not(feature = "profiling"), allow(unused_macros))]
+macro_rules! if_not_profiled {
+    ($($t:tt)*) => { $($t)* };
+}
+
 mod blocking_pool;
 #[cfg(any(feature = "hardened", feature = "testing"))]
 mod fatal;
@@ -135,6 +175,8 @@ mod hooks;
 mod lock;
 mod object_pool;
 mod os;
+#[cfg(feature = "profiling")]
+pub mod profile;
 mod settings;
 mod size_class;
 mod stats;

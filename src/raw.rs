@@ -25,10 +25,13 @@ use core::ptr;
 pub fn alloc(size: usize, align: usize) -> *mut u8 {
     debug_assert!(align.is_power_of_two());
     let size = size.max(1);
-    match class_of(size, align) {
+    let p = match class_of(size, align) {
         Some(c) => small(c),
         None => large(size, align).0,
-    }
+    };
+    #[cfg(feature = "profiling")]
+    crate::profile::on_alloc(p, size);
+    p
 }
 
 #[inline(always)]
@@ -54,16 +57,19 @@ fn large(size: usize, align: usize) -> (*mut u8, bool) {
 /// blocks of 16 bytes or more, 8 below. The `malloc` fast path: one table lookup for the class.
 #[inline(always)]
 pub fn malloc(size: usize) -> *mut u8 {
-    match size_class::class_of_malloc(size) {
+    let p = match size_class::class_of_malloc(size) {
         Some(c) => small(c),
         None => large(size, 16).0,
-    }
+    };
+    #[cfg(feature = "profiling")]
+    crate::profile::on_alloc(p, size);
+    p
 }
 
 /// As [`alloc`], with the first `size` bytes zeroed.
 pub fn alloc_zeroed(size: usize, align: usize) -> *mut u8 {
     let size = size.max(1);
-    match class_of(size, align) {
+    let p = match class_of(size, align) {
         Some(c) => {
             let p = small(c);
             if !p.is_null() {
@@ -81,7 +87,10 @@ pub fn alloc_zeroed(size: usize, align: usize) -> *mut u8 {
             }
             p
         }
-    }
+    };
+    #[cfg(feature = "profiling")]
+    crate::profile::on_alloc(p, size);
+    p
 }
 
 /// Whose a pointer is.
@@ -123,6 +132,8 @@ pub unsafe fn free(p: *mut u8) {
     if p.is_null() {
         return;
     }
+    #[cfg(feature = "profiling")]
+    crate::profile::on_free(p);
     match owner(p) {
         Owner::Small(c) => {
             // SAFETY: (for the layout) a class size with alignment 1 is a valid layout.
@@ -216,7 +227,7 @@ pub unsafe fn realloc(p: *mut u8, new_size: usize, align: usize) -> *mut u8 {
             // The in-place rule PoolAlloc's realloc uses: the slot holds the new size with its
             // alignment, and the size is of the slot's class or uses at least half of it.
             if size_class::stays(c, new_size, align, p as usize) {
-                return p;
+                return resized_in_place(p, new_size);
             }
             usable
         }
@@ -224,15 +235,19 @@ pub unsafe fn realloc(p: *mut u8, new_size: usize, align: usize) -> *mut u8 {
             // SAFETY: a live span block.
             let usable = unsafe { span::usable(p) };
             if new_size <= usable && new_size >= usable / 2 {
-                return p;
+                return resized_in_place(p, new_size);
             }
             if class_of(new_size, align).is_none() {
                 // Stays large: resize the span (moves pages, never copies).
+                #[cfg(feature = "profiling")]
+                crate::profile::on_free(p);
                 // SAFETY: a live span block; the span keeps the alignment its block had.
                 let (q, now) = unsafe { span::resize(p, new_size) };
                 if !q.is_null() {
                     heap::count_large(false, usable);
                     heap::count_large(true, now);
+                    #[cfg(feature = "profiling")]
+                    crate::profile::on_alloc(q, new_size);
                     return q;
                 }
                 // Fall back to a copy into a new block below.
@@ -258,6 +273,18 @@ pub unsafe fn realloc(p: *mut u8, new_size: usize, align: usize) -> *mut u8 {
         }
     }
     q
+}
+
+/// `p` keeps its place at `new_size` bytes: the profiler sees it freed and allocated again.
+#[inline]
+fn resized_in_place(p: *mut u8, new_size: usize) -> *mut u8 {
+    #[cfg(feature = "profiling")]
+    {
+        crate::profile::on_free(p);
+        crate::profile::on_alloc(p, new_size);
+    }
+    let _ = new_size;
+    p
 }
 
 /// Copies as much of `[src, src + len)` as is readable into `dst`, without faulting: the size of a

@@ -8,6 +8,8 @@
 //! | `POOLALLOC_RETAINED_CHUNKS` | empty chunks each size class keeps | 1 |
 //! | `POOLALLOC_SHOW_STATS` | `1`: print `stats()` to stderr when the process exits | 0 |
 //! | `POOLALLOC_VERBOSE` | `1`: print the settings when they are read, and anomalies (the purger cannot start, the OS refused memory) | 0 |
+//! | `POOLALLOC_PROF` | a path prefix: start the sampling profiler at start-up and write `<prefix>.<pid>.pb.gz` (pprof) at exit (feature `profiling`) | none |
+//! | `POOLALLOC_PROF_INTERVAL` | the profiler's mean bytes between samples (0: every allocation) | 524288 |
 //!
 //! A `POOLALLOC_` name that is not in the table, or a value that does not parse, gets one warning
 //! line on stderr naming it, and the default stays: never a crash, never silence. (Names under
@@ -56,6 +58,18 @@ static PURGE_DELAY_MS: Setting = Setting::new(250);
 static RETAINED_CHUNKS: Setting = Setting::new(1);
 static SHOW_STATS: Setting = Setting::new(0);
 static VERBOSE: Setting = Setting::new(0);
+static PROF_INTERVAL: Setting = Setting::new(512 * 1024);
+
+/// Room for `POOLALLOC_PROF`'s path prefix (read without allocating).
+pub(crate) const PROF_PREFIX_MAX: usize = 480;
+struct Prefix {
+    buf: [u8; PROF_PREFIX_MAX],
+    len: usize,
+}
+static PROF_PREFIX: spin::Mutex<Prefix> = spin::Mutex::new(Prefix {
+    buf: [0; PROF_PREFIX_MAX],
+    len: 0,
+});
 
 /// The longest purge delay taken from the environment (a day): beyond it, a typo.
 const MAX_DELAY_MS: usize = 86_400_000;
@@ -109,6 +123,22 @@ pub(crate) fn verbose() -> bool {
     VERBOSE.get() != 0
 }
 
+/// `POOLALLOC_PROF_INTERVAL`: the profiler's mean bytes between samples.
+#[cfg_attr(not(feature = "profiling"), allow(dead_code))]
+pub(crate) fn prof_interval() -> usize {
+    PROF_INTERVAL.get()
+}
+
+/// `POOLALLOC_PROF`: copies the profile path prefix into `out` and returns its length (0: none,
+/// the profiler is not started from the environment).
+#[cfg_attr(not(feature = "profiling"), allow(dead_code))]
+pub(crate) fn prof_prefix(out: &mut [u8; PROF_PREFIX_MAX]) -> usize {
+    load();
+    let p = PROF_PREFIX.lock();
+    out[..p.len].copy_from_slice(&p.buf[..p.len]);
+    p.len
+}
+
 /// Reports an anomaly on stderr when `POOLALLOC_VERBOSE` is on (once per kind is the caller's
 /// business). Allocates nothing.
 pub(crate) fn anomaly(args: fmt::Arguments<'_>) {
@@ -138,8 +168,10 @@ fn read_env() {
             b"RETAINED_CHUNKS" => number(name, value, MAX_RETAINED, &RETAINED_CHUNKS),
             b"SHOW_STATS" => boolean(name, value, &SHOW_STATS),
             b"VERBOSE" => boolean(name, value, &VERBOSE),
+            b"PROF_INTERVAL" => number(name, value, MAX_PROF_INTERVAL, &PROF_INTERVAL),
+            b"PROF" => prefix(value),
             _ => say(format_args!(
-                "unknown setting POOLALLOC_{} ignored (known: PURGE_DELAY_MS, RETAINED_CHUNKS, SHOW_STATS, VERBOSE)",
+                "unknown setting POOLALLOC_{} ignored (known: PURGE_DELAY_MS, RETAINED_CHUNKS, SHOW_STATS, VERBOSE, PROF, PROF_INTERVAL)",
                 Text(name)
             )),
         }
@@ -152,6 +184,27 @@ fn read_env() {
             SHOW_STATS.value.load(Relaxed) != 0,
             os::BACKEND
         ));
+    }
+}
+
+/// The largest profiler interval taken from the environment (1 GiB).
+const MAX_PROF_INTERVAL: usize = 1 << 30;
+
+/// `POOLALLOC_PROF`: a path prefix, kept for the profiler (which must be compiled in).
+fn prefix(value: &[u8]) {
+    if !cfg!(feature = "profiling") {
+        say(format_args!(
+            "POOLALLOC_PROF ignored: this build has no profiler (cargo feature `profiling`)"
+        ));
+    } else if value.is_empty() || value.len() > PROF_PREFIX_MAX || value.contains(&0) {
+        say(format_args!(
+            "POOLALLOC_PROF={} is not a path prefix of 1 to {PROF_PREFIX_MAX} bytes: no profile",
+            Text(value)
+        ));
+    } else {
+        let mut p = PROF_PREFIX.lock();
+        p.buf[..value.len()].copy_from_slice(value);
+        p.len = value.len();
     }
 }
 

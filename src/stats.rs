@@ -203,11 +203,27 @@ os::run_at_start!(at_start);
 pub(crate) fn at_start() {
     static ONCE: spin::Once<()> = spin::Once::new();
     ONCE.call_once(|| {
+        // `POOLALLOC_PROF`: the profiler samples from here on and dumps at exit.
+        #[cfg(feature = "profiling")]
+        let profiling = crate::profile::start_from_env();
+        #[cfg(not(feature = "profiling"))]
+        let profiling = false;
         if settings::show_stats() {
             os::keep_stderr();
-            os::at_exit(exit_report);
+        }
+        if settings::show_stats() || profiling {
+            os::at_exit(at_exit);
         }
     });
+}
+
+/// The exit hook (the OS layer keeps one): the profile, then the statistics.
+fn at_exit() {
+    #[cfg(feature = "profiling")]
+    crate::profile::dump_at_exit();
+    if settings::show_stats() {
+        exit_report();
+    }
 }
 
 /// `stats()` on stderr, written without allocating (line by line through a stack buffer).

@@ -1,5 +1,6 @@
 //! fork() while other threads hammer the allocator: the child must be able to allocate (a pool lock
-//! held by another thread at fork time would deadlock it) and exit 0.
+//! held by another thread at fork time would deadlock it) and exit 0; with the `profiling` feature,
+//! with every allocation sampled.
 //!
 //! Unix only: on Windows (no fork) the test is listed as ignored.
 
@@ -16,6 +17,14 @@ static GLOBAL: poolalloc::PoolAlloc = poolalloc::PoolAlloc::new();
 #[test]
 #[cfg_attr(not(unix), ignore = "fork() is POSIX only: Windows has no fork")]
 fn child_allocates_after_fork_during_allocation_storm() {
+    // With the `profiling` feature, every allocation is sampled meanwhile: the profiler's lock
+    // (and the stack walks) must not deadlock the child either.
+    #[cfg(feature = "profiling")]
+    poolalloc::profile::start(poolalloc::profile::Config {
+        interval: 0,
+        seed: 0,
+    })
+    .unwrap();
     #[cfg(unix)]
     fork_during_allocation_storm();
 }

@@ -154,3 +154,57 @@ fn show_stats_prints_the_snapshot_at_exit_and_verbose_the_settings() {
     let (_, err) = run(&[("POOLALLOC_SHOW_STATS", "0")]);
     assert!(!err.contains("stats at exit"), "{err}");
 }
+
+#[test]
+fn prof_writes_a_profile_at_exit_or_says_why_not() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("settings-prof");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let prefix = dir.join("heap");
+    let (out, err) = run(&[
+        ("POOLALLOC_PROF", prefix.to_str().unwrap()),
+        ("POOLALLOC_PROF_INTERVAL", "0"),
+        ("POOLALLOC_SHOW_STATS", "1"),
+    ]);
+    assert_eq!(seen(&out), (250, 1));
+    // The one exit hook runs both: the statistics, and the profile.
+    assert!(err.contains("poolalloc: stats at exit"), "{err}");
+    let files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    let profiled = cfg!(all(
+        feature = "profiling",
+        target_pointer_width = "64",
+        any(
+            target_os = "linux",
+            target_os = "macos",
+            target_os = "freebsd"
+        )
+    ));
+    let w: Vec<&str> = warnings(&err)
+        .into_iter()
+        .filter(|l| !l.contains("stats at exit"))
+        .collect();
+    if profiled {
+        assert!(w.is_empty(), "{err}");
+        assert_eq!(files.len(), 1, "{files:?}");
+        let name = files[0].to_string_lossy();
+        assert!(
+            name.starts_with("heap.") && name.ends_with(".pb.gz"),
+            "{name}"
+        );
+    } else {
+        // No profiler in this build or on this platform: one line says so, nothing is written.
+        assert_eq!(w.len(), 1, "{err}");
+        assert!(w[0].contains("POOLALLOC_PROF ignored"), "{err}");
+        assert!(files.is_empty(), "{files:?}");
+    }
+    let (_, err) = run(&[("POOLALLOC_PROF_INTERVAL", "often")]);
+    let w = warnings(&err);
+    assert_eq!(w.len(), 1, "{err}");
+    assert!(
+        w[0].contains("POOLALLOC_PROF_INTERVAL=often is not a whole number"),
+        "{err}"
+    );
+}

@@ -13,8 +13,21 @@ static GLOBAL: poolalloc::PoolAlloc = poolalloc::PoolAlloc::new();
 
 static P: poolalloc::PoolAlloc = poolalloc::PoolAlloc::new();
 
+/// With the `profiling` feature every test runs with every allocation sampled (the profiler's
+/// highest rate): its records, its lock and its stack walks on every path of the model, threads
+/// included. Without it, nothing.
+fn profiled() {
+    #[cfg(feature = "profiling")]
+    poolalloc::profile::start(poolalloc::profile::Config {
+        interval: 0,
+        seed: 0,
+    })
+    .unwrap();
+}
+
 #[test]
 fn seeded_inputs() {
+    profiled();
     for seed in 0..100 {
         shadow::Shadow::new(&P).run(&input(seed, 2048));
     }
@@ -22,6 +35,7 @@ fn seeded_inputs() {
 
 #[test]
 fn two_threads_at_once() {
+    profiled();
     let hs: Vec<_> = (0..2u64)
         .map(|t| {
             std::thread::spawn(move || {
@@ -38,6 +52,7 @@ fn two_threads_at_once() {
 
 #[test]
 fn threaded_seeded_inputs() {
+    profiled();
     let n = if cfg!(debug_assertions) { 60 } else { 300 };
     for seed in 0..n {
         shadow::run_threaded(&P, &input(5000 + seed, 2048));
@@ -46,6 +61,7 @@ fn threaded_seeded_inputs() {
 
 #[test]
 fn threaded_fuzz_regressions() {
+    profiled();
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/regressions/threaded");
     let Ok(entries) = std::fs::read_dir(&dir) else {
         return; // none found yet
@@ -58,6 +74,7 @@ fn threaded_fuzz_regressions() {
 
 #[test]
 fn fuzz_regressions() {
+    profiled();
     let dir =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/regressions/global_alloc");
     let Ok(entries) = std::fs::read_dir(&dir) else {
