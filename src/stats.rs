@@ -47,6 +47,11 @@ impl ClassStats {
 }
 
 impl Stats {
+    /// Per size class, smallest first: entry `i` is the class of slot size `class_sizes()[i]`.
+    pub fn classes(&self) -> &[ClassStats] {
+        &self.classes
+    }
+
     /// Live blocks, small (live slots of every class) and large.
     pub fn live_blocks(&self) -> usize {
         self.classes.iter().map(|c| c.live_slots).sum::<usize>() + self.large_blocks
@@ -63,8 +68,8 @@ impl Stats {
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct Stats {
-    /// Per size class, smallest first.
-    pub classes: [ClassStats; NUM_CLASSES],
+    /// Per size class, smallest first: see [`Stats::classes`].
+    pub(crate) classes: [ClassStats; NUM_CLASSES],
     /// Chunks currently held by the pools (in use or retained empty).
     pub chunks: usize,
     /// Bytes of address space the pools hold in chunks.

@@ -142,8 +142,8 @@ fn blocks_freed_into_abandoned_chunks_are_neither_lost_nor_doubled() {
     // Every block is freed and every thread but this one has exited.
     poolalloc::trim();
     let after = poolalloc::stats();
-    for (c, cs) in after.classes.iter().enumerate() {
-        let b = &before.classes[c];
+    for (c, cs) in after.classes().iter().enumerate() {
+        let b = &before.classes()[c];
         assert_eq!(
             cs.live_slots, b.live_slots,
             "live slots, class {}",

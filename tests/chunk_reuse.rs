@@ -8,7 +8,7 @@ static P: poolalloc::PoolAlloc = poolalloc::PoolAlloc::new();
 
 fn class_index(size: usize) -> usize {
     poolalloc::stats()
-        .classes
+        .classes()
         .iter()
         .position(|c| c.slot_size >= size)
         .unwrap()
@@ -18,7 +18,7 @@ fn class_index(size: usize) -> usize {
 fn an_empty_chunk_serves_another_class() {
     let small = Layout::from_size_align(48, 8).unwrap();
     let (cs, cb) = (class_index(48), class_index(2000));
-    assert_eq!(poolalloc::stats().classes[cs].slot_size, 48);
+    assert_eq!(poolalloc::stats().classes()[cs].slot_size, 48);
     // Four chunks' worth of 48-byte blocks, written (resident), then all freed: the chunks that
     // empty go to the source and wait there (one retained, the others for the purger).
     let n = 4 * (poolalloc::CHUNK_SIZE / 48);
@@ -42,8 +42,8 @@ fn an_empty_chunk_serves_another_class() {
         unsafe { P.dealloc(p, small) };
     }
     let before = poolalloc::stats();
-    assert!(before.classes[cs].retained_chunks >= 1, "{before}");
-    assert_eq!(before.classes[cb].chunks, 0, "{before}");
+    assert!(before.classes()[cs].retained_chunks >= 1, "{before}");
+    assert_eq!(before.classes()[cb].chunks, 0, "{before}");
 
     // The first 2000-byte block needs a chunk of its class: it is one of the emptied ones.
     let big = Layout::from_size_align(2000, 8).unwrap();
@@ -60,13 +60,13 @@ fn an_empty_chunk_serves_another_class() {
     let after = poolalloc::stats();
     assert_eq!(after.chunks, before.chunks, "{after}");
     assert_eq!(after.reserved_bytes, before.reserved_bytes, "{after}");
-    assert_eq!(after.classes[cs].chunks, before.classes[cs].chunks - 1);
+    assert_eq!(after.classes()[cs].chunks, before.classes()[cs].chunks - 1);
     assert_eq!(
-        after.classes[cs].retained_chunks,
-        before.classes[cs].retained_chunks - 1
+        after.classes()[cs].retained_chunks,
+        before.classes()[cs].retained_chunks - 1
     );
-    assert_eq!(after.classes[cb].chunks, 1, "{after}");
-    assert_eq!(after.classes[cb].live_slots, 1, "{after}");
+    assert_eq!(after.classes()[cb].chunks, 1, "{after}");
+    assert_eq!(after.classes()[cb].live_slots, 1, "{after}");
     // SAFETY: allocated above with this layout, freed once.
     unsafe { P.dealloc(p, big) };
 }

@@ -13,7 +13,7 @@ fn pool_chunks_come_from_the_size_class_pools() {
         .iter()
         .position(|&s| s == chunk_bytes)
         .expect("a 1024-byte class");
-    let live = || poolalloc::stats().classes[class].live_slots;
+    let live = || poolalloc::stats().classes()[class].live_slots;
     let before = live();
     let mut pool = Pool::new();
     let handles: Vec<_> = (0..1000u64).map(|i| pool.insert(i)).collect();

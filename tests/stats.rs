@@ -101,8 +101,8 @@ fn totals_equal_what_was_allocated() {
         }
     }
     let s = poolalloc::stats();
-    for (c, cs) in s.classes.iter().enumerate() {
-        let b = &before.classes[c];
+    for (c, cs) in s.classes().iter().enumerate() {
+        let b = &before.classes()[c];
         assert_eq!(
             cs.requested_bytes - b.requested_bytes,
             want_req[c],
@@ -124,14 +124,16 @@ fn totals_equal_what_was_allocated() {
     // Freed by a thread that never allocated: the counts go back to where they started.
     free_on_thread(blocks);
     let after = poolalloc::stats();
-    for (c, cs) in after.classes.iter().enumerate() {
+    for (c, cs) in after.classes().iter().enumerate() {
         assert_eq!(
-            cs.requested_bytes, before.classes[c].requested_bytes,
+            cs.requested_bytes,
+            before.classes()[c].requested_bytes,
             "class {}",
             cs.slot_size
         );
         assert_eq!(
-            cs.live_slots, before.classes[c].live_slots,
+            cs.live_slots,
+            before.classes()[c].live_slots,
             "class {}",
             cs.slot_size
         );
@@ -270,8 +272,8 @@ fn realloc_in_place_keeps_the_counts_exact() {
     let l = |s| Layout::from_size_align(s, 8).unwrap();
     let delta = |s: &poolalloc::Stats, c: usize| {
         (
-            s.classes[c].live_slots - before.classes[c].live_slots,
-            s.classes[c].requested_bytes - before.classes[c].requested_bytes,
+            s.classes()[c].live_slots - before.classes()[c].live_slots,
+            s.classes()[c].requested_bytes - before.classes()[c].requested_bytes,
         )
     };
     // SAFETY: sizes > 0; the block is reallocated and freed with the layout it has at each step.
@@ -338,7 +340,7 @@ fn cumulative_counters_and_json() {
     .unwrap();
     let slot = poolalloc::class_sizes()[c];
     // Every slot handed out was supplied first; supply comes in batches of at most a chunk.
-    let supplied = during.classes[c].allocations - before.classes[c].allocations;
+    let supplied = during.classes()[c].allocations - before.classes()[c].allocations;
     assert!(supplied >= n, "{supplied} supplied for {n} blocks");
     assert!(supplied < n + poolalloc::CHUNK_SIZE / slot, "{supplied}");
     assert_eq!(
@@ -378,10 +380,10 @@ fn cumulative_counters_and_json() {
         assert_eq!(v[key].as_u64(), Some(want as u64), "{key} in {text}");
     }
     let classes = v["classes"].as_array().unwrap();
-    assert_eq!(classes.len(), after.classes.len());
+    assert_eq!(classes.len(), after.classes().len());
     assert_eq!(
         classes[c]["allocations"].as_u64(),
-        Some(after.classes[c].allocations as u64)
+        Some(after.classes()[c].allocations as u64)
     );
     assert_eq!(classes[c]["slot_size"].as_u64(), Some(slot as u64));
     match after.rss_bytes {
