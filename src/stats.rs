@@ -64,7 +64,7 @@ impl Stats {
 ///
 /// Live counts are summed at snapshot time from the chunks' own counts (the fast paths keep no
 /// other counter); cumulative counts are kept where the slow paths pass. A snapshot allocates
-/// nothing; [`Stats::write_json`] renders it for a machine.
+/// nothing; [`Stats::json`] and [`Stats::prometheus`] render it for machines.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct Stats {
