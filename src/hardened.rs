@@ -59,7 +59,7 @@ mod imp {
 
     /// Called by the chunk source before the first chunk of a region is used: fixes the link keys
     /// (no link may be stored in a chunk before they are).
-    pub fn register_chunks(_base: *mut u8, _len: usize) {
+    pub fn init_link_keys() {
         link::init();
     }
 
@@ -512,7 +512,7 @@ mod imp {
     //! The no-op twins: with the feature off every check compiles to nothing.
 
     #[inline(always)]
-    pub fn register_chunks(_base: *mut u8, _len: usize) {}
+    pub fn init_link_keys() {}
     #[inline(always)]
     pub fn on_hand_out(_p: *mut u8, _class: usize) {}
     #[inline(always)]

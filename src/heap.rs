@@ -145,13 +145,13 @@ fn current(h: *mut Heap, c: usize) -> *mut *mut Chunk {
 
 /// Adds `d` (wrapping) to a counter only its owner writes: a load and a store, no read-modify-write.
 #[inline(always)]
-fn bump(a: &AtomicUsize, d: usize) {
+fn owner_add(a: &AtomicUsize, d: usize) {
     a.store(a.load(Relaxed).wrapping_add(d), Relaxed);
 }
 
-/// [`bump`] for a chunk's 32-bit counters.
+/// [`owner_add`] for a chunk's 32-bit counters.
 #[inline(always)]
-fn bump32(a: &AtomicU32, d: u32) {
+fn owner_add32(a: &AtomicU32, d: u32) {
     a.store(a.load(Relaxed).wrapping_add(d), Relaxed);
 }
 
@@ -195,7 +195,7 @@ fn alloc_with<const REQUESTED: bool>(c: usize, size: usize) -> *mut u8 {
         (*ch).free = FreeSlot::next(p);
         chunk::set_used(ch, chunk::used(ch) + 1);
         if REQUESTED {
-            bump32(&(*ch).requested, size as u32);
+            owner_add32(&(*ch).requested, size as u32);
         }
         p.cast()
     }
@@ -231,7 +231,7 @@ unsafe fn dealloc_with<const REQUESTED: bool>(p: *mut u8, size: usize) {
         let used = chunk::used(ch) - 1;
         chunk::set_used(ch, used);
         if REQUESTED {
-            bump32(&(*ch).requested, (size as u32).wrapping_neg());
+            owner_add32(&(*ch).requested, (size as u32).wrapping_neg());
         }
         if used == (*ch).notify_at {
             // The slow paths take `p` and find the chunk again: one register fewer here.
@@ -252,7 +252,7 @@ pub unsafe fn resized(p: *mut u8, old: usize, new: usize) {
     // change hands under us).
     unsafe {
         if (*ch).owner.load(Relaxed) == this_heap().cast() {
-            bump32(&(*ch).requested, new.wrapping_sub(old) as u32);
+            owner_add32(&(*ch).requested, new.wrapping_sub(old) as u32);
         } else {
             (*ch)
                 .remote_requested
@@ -290,7 +290,7 @@ unsafe fn alloc_from(h: *mut Heap, c: usize, size: usize) -> *mut u8 {
         let p = (*ch).free;
         (*ch).free = FreeSlot::next(p);
         chunk::set_used(ch, chunk::used(ch) + 1);
-        bump32(&(*ch).requested, size as u32);
+        owner_add32(&(*ch).requested, size as u32);
         p.cast()
     }
 }
@@ -393,7 +393,7 @@ unsafe fn count_supply(b: *mut Bin, ch: *mut Chunk) {
             }
             n
         };
-        bump(&(*b).supplied, n);
+        owner_add(&(*b).supplied, n);
     }
 }
 
@@ -406,7 +406,7 @@ unsafe fn collect(b: *mut Bin, ch: *mut Chunk) -> u32 {
     unsafe {
         let n = chunk::collect_remote(ch);
         if n > 0 {
-            bump(&(*b).pending, (n as usize).wrapping_neg());
+            owner_add(&(*b).pending, (n as usize).wrapping_neg());
         }
         n
     }
@@ -520,7 +520,7 @@ unsafe fn free_remote(p: *mut u8, size: usize, h: *mut Heap, owner: *mut u8) {
         if h == exited() {
             (*counters).pending.fetch_add(1, Relaxed);
         } else {
-            bump(&(*counters).pending, 1);
+            owner_add(&(*counters).pending, 1);
         }
     }
 }
@@ -777,7 +777,7 @@ pub fn trim_current_thread() {
             let cur = *current(h, c);
             if cur != chunk::dummy() {
                 // Collected onto the current chunk's free list: supplied to the fast path.
-                bump(&(*b).supplied, collect(b, cur) as usize);
+                owner_add(&(*b).supplied, collect(b, cur) as usize);
                 if chunk::used(cur) == 0 {
                     let l = (*h).lists.lock();
                     *current(h, c) = chunk::dummy();
@@ -825,11 +825,11 @@ pub fn count_large(add: bool, bytes: usize) {
     }
     // SAFETY: h is this thread's registered heap; only this thread writes its counters.
     unsafe {
-        bump(&(*h).large_blocks, n);
-        bump(&(*h).large_bytes, b);
+        owner_add(&(*h).large_blocks, n);
+        owner_add(&(*h).large_bytes, b);
         if add {
-            bump(&(*h).large_allocated, an);
-            bump(&(*h).large_allocated_bytes, ab);
+            owner_add(&(*h).large_allocated, an);
+            owner_add(&(*h).large_allocated_bytes, ab);
         }
     }
 }

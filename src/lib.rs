@@ -201,7 +201,7 @@ if_pools! {
 
 pub use blocking_pool::{AcquireError, BlockingPool, Pooled, Shutdown};
 pub use global::PoolAlloc;
-pub use object_pool::{CHUNK_SLOTS, Handle, Iter, IterMut, Pool};
+pub use object_pool::{GROUP_SLOTS, Handle, Iter, IterMut, Pool};
 pub use os::Backend;
 #[allow(deprecated)]
 pub use settings::set_purge_delay_ms;

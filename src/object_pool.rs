@@ -1,15 +1,15 @@
-//! Typed object pools with generational handles: the Om engine's `object_pool<T>` (chunks that never
+//! Typed object pools with generational handles: the Om engine's `object_pool<T>` (groups that never
 //! move, freed slots daisy-chained into a free list) with GTA's slot seeds (a handle carries the
 //! slot's generation, so a handle to a removed object never finds a later one).
 //!
-//! A pool is a table of pointers to chunks of [`CHUNK_SLOTS`] slots. Each chunk is one block from
+//! A pool is a table of pointers to groups of [`GROUP_SLOTS`] slots. Each group is one block from
 //! [`PoolAlloc`] (whatever the global allocator is: typed pools sit on the allocator's size-class
-//! pools, so a dropped chunk is reused at once by the next pool that grows, and `stats()` counts
-//! it) and never moves, so objects never move once inserted. A new chunk is carved lazily:
+//! pools, so a dropped group is reused at once by the next pool that grows, and `stats()` counts
+//! it) and never moves, so objects never move once inserted. A new group is carved lazily:
 //! its slots are handed out in order, and only freed slots go on the free list.
 //!
 //! A slot's generation is odd while it holds an object and even while it is free (slotmap's
-//! scheme), so `get` checks a handle with one compare in the slot it already loads. Each chunk
+//! scheme), so `get` checks a handle with one compare in the slot it already loads. Each group
 //! also keeps a 64-bit occupancy word: iteration visits occupied slots only, by counting trailing
 //! zeros, so a sparse pool iterates fast.
 
@@ -21,16 +21,16 @@ use core::mem::MaybeUninit;
 use core::num::NonZeroU32;
 use core::ptr::{NonNull, addr_of, addr_of_mut};
 
-/// Where chunks come from: the allocator's own pools. Miri runs these tests on System instead,
+/// Where groups come from: the allocator's own pools. Miri runs these tests on System instead,
 /// because it cannot model the partial munmap with which the OS layer trims a region's alignment
 /// slack.
 #[cfg(not(miri))]
-const CHUNKS: crate::PoolAlloc = crate::PoolAlloc::new();
+const GROUPS: crate::PoolAlloc = crate::PoolAlloc::new();
 #[cfg(miri)]
-const CHUNKS: std::alloc::System = std::alloc::System;
+const GROUPS: std::alloc::System = std::alloc::System;
 
-/// Slots per chunk: one occupancy word's worth.
-pub const CHUNK_SLOTS: usize = 64;
+/// Slots per group: one occupancy word's worth.
+pub const GROUP_SLOTS: usize = 64;
 
 /// End of the free list.
 const NONE: u32 = u32::MAX;
@@ -121,19 +121,19 @@ struct Slot<T> {
 /// The generation of a slot that may not be reused (even, so it never matches a handle).
 const RETIRED: u32 = 0;
 
-/// One entry of a pool's chunk table: the chunk's slots (one allocation that never moves) and its
+/// One entry of a pool's group table: the group's slots (one allocation that never moves) and its
 /// occupancy word, side by side, so an insert or remove updates the word in the table entry it
 /// has already loaded to find the slot, and a sparse iteration reads only the table.
-struct Chunk<T> {
+struct Group<T> {
     slots: NonNull<Slot<T>>,
     /// Bit i set iff slot i holds a value.
     occupied: u64,
 }
 
-impl<T> Chunk<T> {
-    /// The layout of a chunk's slots.
+impl<T> Group<T> {
+    /// The layout of a group's slots.
     fn layout() -> Layout {
-        Layout::array::<Slot<T>>(CHUNK_SLOTS).expect("poolalloc::Pool: the type is too large")
+        Layout::array::<Slot<T>>(GROUP_SLOTS).expect("poolalloc::Pool: the type is too large")
     }
 }
 
@@ -150,21 +150,21 @@ impl<T> Chunk<T> {
 /// # let _ = b;
 /// ```
 pub struct Pool<T> {
-    /// The chunks, each its own allocation (so objects never move); index `i` lives in chunk
-    /// `i / CHUNK_SLOTS`.
-    chunks: Vec<Chunk<T>>,
+    /// The groups, each its own allocation (so objects never move); index `i` lives in group
+    /// `i / GROUP_SLOTS`.
+    groups: Vec<Group<T>>,
     /// Head of the free list of slot indices (`NONE` when empty). Every index on it is below `fresh`.
     free: u32,
     /// Slots at `fresh` and above have never been handed out (their fields are unwritten): a new
-    /// chunk is carved lazily, a slot at a time, instead of being daisy-chained in one pass.
+    /// group is carved lazily, a slot at a time, instead of being daisy-chained in one pass.
     fresh: u32,
-    /// Slots the pool has now: `min(chunks.len() * CHUNK_SLOTS, limit)`.
+    /// Slots the pool has now: `min(groups.len() * GROUP_SLOTS, limit)`.
     cap: u32,
     len: usize,
     /// Slots that may ever exist; `usize::MAX` for a growable pool.
     limit: usize,
     /// Generation (odd) of the first object in a never-used slot: above every generation a dropped
-    /// chunk had, so handles into chunks freed by `shrink_to_fit` stay stale when the index range
+    /// group had, so handles into groups freed by `shrink_to_fit` stay stale when the index range
     /// is grown again.
     first_generation: u32,
     _owns: PhantomData<T>,
@@ -189,10 +189,10 @@ impl<T> Default for Pool<T> {
 }
 
 impl<T> Pool<T> {
-    /// An empty pool that grows a chunk at a time.
+    /// An empty pool that grows a group at a time.
     pub fn new() -> Self {
         Pool {
-            chunks: Vec::new(),
+            groups: Vec::new(),
             free: NONE,
             fresh: 0,
             cap: 0,
@@ -206,7 +206,7 @@ impl<T> Pool<T> {
     /// A growable pool with room for `n` objects before it grows.
     pub fn with_capacity(n: usize) -> Self {
         let mut p = Self::new();
-        p.chunks.reserve(n.div_ceil(CHUNK_SLOTS));
+        p.groups.reserve(n.div_ceil(GROUP_SLOTS));
         while p.capacity() < n && p.enlarge() {}
         p
     }
@@ -216,7 +216,7 @@ impl<T> Pool<T> {
     pub fn fixed(n: usize) -> Self {
         let mut p = Self::new();
         p.limit = n;
-        p.chunks.reserve_exact(n.div_ceil(CHUNK_SLOTS));
+        p.groups.reserve_exact(n.div_ceil(GROUP_SLOTS));
         while p.capacity() < n && p.enlarge() {}
         p
     }
@@ -243,22 +243,22 @@ impl<T> Pool<T> {
         self.cap as usize
     }
 
-    /// Adds a chunk (the Om `enlarge()`); its slots are handed out from `fresh` on.
+    /// Adds a group (the Om `enlarge()`); its slots are handed out from `fresh` on.
     #[cold]
     fn enlarge(&mut self) -> bool {
-        let base = self.chunks.len() * CHUNK_SLOTS;
-        if base >= self.limit || base + CHUNK_SLOTS > NONE as usize {
+        let base = self.groups.len() * GROUP_SLOTS;
+        if base >= self.limit || base + GROUP_SLOTS > NONE as usize {
             return false;
         }
-        let layout = Chunk::<T>::layout();
+        let layout = Group::<T>::layout();
         // SAFETY: a slot has a non-zero size (its two u32 fields). Its fields stay unwritten until
         // `fresh` passes them.
-        let raw = unsafe { CHUNKS.alloc(layout) }.cast::<Slot<T>>();
+        let raw = unsafe { GROUPS.alloc(layout) }.cast::<Slot<T>>();
         let Some(slots) = NonNull::new(raw) else {
             std::alloc::handle_alloc_error(layout)
         };
-        self.chunks.push(Chunk { slots, occupied: 0 });
-        self.cap = (base + CHUNK_SLOTS).min(self.limit) as u32;
+        self.groups.push(Group { slots, occupied: 0 });
+        self.cap = (base + GROUP_SLOTS).min(self.limit) as u32;
         true
     }
 
@@ -269,18 +269,18 @@ impl<T> Pool<T> {
     #[inline(always)]
     unsafe fn slot(&self, i: u32) -> *mut Slot<T> {
         let i = i as usize;
-        // SAFETY: i < cap <= chunks.len() * CHUNK_SLOTS (caller), so the chunk exists; the slot
-        // index is below CHUNK_SLOTS.
+        // SAFETY: i < cap <= groups.len() * GROUP_SLOTS (caller), so the group exists; the slot
+        // index is below GROUP_SLOTS.
         unsafe {
-            self.chunks
-                .get_unchecked(i / CHUNK_SLOTS)
+            self.groups
+                .get_unchecked(i / GROUP_SLOTS)
                 .slots
                 .as_ptr()
-                .add(i % CHUNK_SLOTS)
+                .add(i % GROUP_SLOTS)
         }
     }
 
-    /// The occupancy word of slot `i`'s chunk.
+    /// The occupancy word of slot `i`'s group.
     ///
     /// # Safety
     /// `i < self.cap`.
@@ -289,13 +289,13 @@ impl<T> Pool<T> {
         // SAFETY: as in `slot`.
         unsafe {
             &mut self
-                .chunks
-                .get_unchecked_mut(i as usize / CHUNK_SLOTS)
+                .groups
+                .get_unchecked_mut(i as usize / GROUP_SLOTS)
                 .occupied
         }
     }
 
-    /// The slot `h` names if it holds the object `h` was made for: a bounds check, one chunk
+    /// The slot `h` names if it holds the object `h` was made for: a bounds check, one group
     /// pointer and one generation compare (a handle's generation is odd, a free slot's even).
     #[inline(always)]
     fn live_slot(&self, h: Handle<T>) -> Option<*mut Slot<T>> {
@@ -336,7 +336,7 @@ impl<T> Pool<T> {
             }
             addr_of_mut!((*s).generation).write(generation);
             addr_of_mut!((*s).value).cast::<T>().write(value);
-            *self.occupied(index) |= 1 << (index as usize % CHUNK_SLOTS);
+            *self.occupied(index) |= 1 << (index as usize % GROUP_SLOTS);
         }
         self.len += 1;
         Handle {
@@ -363,20 +363,20 @@ impl<T> Pool<T> {
     }
 
     /// Insert into the free-list head (the common case once objects have been removed): one
-    /// chunk-table entry and one slot, each addressed once.
+    /// group-table entry and one slot, each addressed once.
     #[inline(always)]
     fn insert_free(&mut self, value: T) -> Handle<T> {
         let index = self.free;
         // SAFETY: free-list indices are below `fresh` <= cap, so the entry exists and the slot's
         // fields are written; a free slot's generation is even and below u32::MAX.
         unsafe {
-            let e = self.chunks.as_mut_ptr().add(index as usize / CHUNK_SLOTS);
-            let s = (*e).slots.as_ptr().add(index as usize % CHUNK_SLOTS);
+            let e = self.groups.as_mut_ptr().add(index as usize / GROUP_SLOTS);
+            let s = (*e).slots.as_ptr().add(index as usize % GROUP_SLOTS);
             self.free = addr_of!((*s).next_free).read();
             let generation = addr_of!((*s).generation).read() + 1;
             addr_of_mut!((*s).generation).write(generation);
             addr_of_mut!((*s).value).cast::<T>().write(value);
-            (*e).occupied |= 1 << (index as usize % CHUNK_SLOTS);
+            (*e).occupied |= 1 << (index as usize % GROUP_SLOTS);
             self.len += 1;
             Handle {
                 index,
@@ -456,13 +456,13 @@ impl<T> Pool<T> {
         // A matching (odd) generation means the slot is occupied; the generation moves on below,
         // so the value is read out exactly once.
         unsafe {
-            let e = self.chunks.as_mut_ptr().add(index as usize / CHUNK_SLOTS);
-            let s = (*e).slots.as_ptr().add(index as usize % CHUNK_SLOTS);
+            let e = self.groups.as_mut_ptr().add(index as usize / GROUP_SLOTS);
+            let s = (*e).slots.as_ptr().add(index as usize % GROUP_SLOTS);
             let g = addr_of!((*s).generation).read();
             if g != h.generation.get() {
                 return None;
             }
-            (*e).occupied &= !(1 << (index as usize % CHUNK_SLOTS));
+            (*e).occupied &= !(1 << (index as usize % GROUP_SLOTS));
             let value = addr_of!((*s).value).cast::<T>().read();
             if g == u32::MAX {
                 addr_of_mut!((*s).generation).write(RETIRED);
@@ -501,7 +501,7 @@ impl<T> Pool<T> {
         self.free = NONE;
         // Rebuild the free list from the last used slot down, so slot 0 is handed out first again.
         for i in (0..self.fresh).rev() {
-            let bit = 1 << (i as usize % CHUNK_SLOTS);
+            let bit = 1 << (i as usize % GROUP_SLOTS);
             // SAFETY: i < fresh <= cap; slots below `fresh` have their fields written, and an
             // occupied one (bit set) holds a value, dropped once here (its bit is cleared first).
             unsafe {
@@ -521,22 +521,22 @@ impl<T> Pool<T> {
         self.len = 0;
     }
 
-    /// Frees the chunks at the end of the pool that hold no object, so their memory goes back to
-    /// the allocator. Chunks before an occupied one stay (indices never move). Handles into freed
-    /// chunks stay stale forever: a chunk added later starts above every generation they had.
+    /// Frees the groups at the end of the pool that hold no object, so their memory goes back to
+    /// the allocator. Groups before an occupied one stay (indices never move). Handles into freed
+    /// groups stay stale forever: a group added later starts above every generation they had.
     pub fn shrink_to_fit(&mut self) {
         let mut dropped = false;
-        while let Some(last) = self.chunks.last() {
-            let base = (self.chunks.len() - 1) * CHUNK_SLOTS;
+        while let Some(last) = self.groups.last() {
+            let base = (self.groups.len() - 1) * GROUP_SLOTS;
             if last.occupied != 0 {
                 break;
             }
             let last = last.slots;
-            // The used slots of this chunk: a retired one (whose index must never come back) keeps
-            // the chunk, and so does everything before it.
+            // The used slots of this group: a retired one (whose index must never come back) keeps
+            // the group, and so does everything before it.
             let used = (base as u32)..self.fresh.max(base as u32);
-            // SAFETY: used slots are below fresh, which is at most this chunk's end (it is lowered
-            // as chunks are dropped), with their generation written.
+            // SAFETY: used slots are below fresh, which is at most this group's end (it is lowered
+            // as groups are dropped), with their generation written.
             let gens = used.map(|i| unsafe { addr_of!((*self.slot(i)).generation).read() });
             let mut top = 0;
             let mut retired = false;
@@ -549,14 +549,14 @@ impl<T> Pool<T> {
             }
             // Free slots have even generations below u32::MAX, so top + 1 is odd and fits.
             self.first_generation = self.first_generation.max(top + 1);
-            self.chunks.pop();
+            self.groups.pop();
             self.fresh = self.fresh.min(base as u32);
-            // SAFETY: the chunk came from CHUNKS with this layout in `enlarge`; it holds no value.
-            unsafe { CHUNKS.dealloc(last.as_ptr().cast(), Chunk::<T>::layout()) };
+            // SAFETY: the group came from GROUPS with this layout in `enlarge`; it holds no value.
+            unsafe { GROUPS.dealloc(last.as_ptr().cast(), Group::<T>::layout()) };
             dropped = true;
         }
         if dropped {
-            self.cap = (self.chunks.len() * CHUNK_SLOTS).min(self.limit) as u32;
+            self.cap = (self.groups.len() * GROUP_SLOTS).min(self.limit) as u32;
             // Rebuild the free list without the dropped slots.
             self.free = NONE;
             for i in (0..self.fresh).rev() {
@@ -571,7 +571,7 @@ impl<T> Pool<T> {
                 }
             }
         }
-        self.chunks.shrink_to_fit();
+        self.groups.shrink_to_fit();
     }
 
     /// The objects and their handles, in slot order.
@@ -593,21 +593,21 @@ impl<T> Pool<T> {
 
 impl<T> Drop for Pool<T> {
     fn drop(&mut self) {
-        for chunk in &self.chunks {
-            // SAFETY: each chunk is live and came from CHUNKS with this layout; occupied slots
-            // hold initialised values, dropped once here before the chunk is freed.
+        for group in &self.groups {
+            // SAFETY: each group is live and came from GROUPS with this layout; occupied slots
+            // hold initialised values, dropped once here before the group is freed.
             unsafe {
                 let mut bits = if core::mem::needs_drop::<T>() {
-                    chunk.occupied
+                    group.occupied
                 } else {
                     0
                 };
                 while bits != 0 {
                     let si = bits.trailing_zeros() as usize;
                     bits &= bits - 1;
-                    chunk.slots.as_ptr().add(si).cast::<T>().drop_in_place();
+                    group.slots.as_ptr().add(si).cast::<T>().drop_in_place();
                 }
-                CHUNKS.dealloc(chunk.slots.as_ptr().cast(), Chunk::<T>::layout());
+                GROUPS.dealloc(group.slots.as_ptr().cast(), Group::<T>::layout());
             }
         }
     }
@@ -615,12 +615,12 @@ impl<T> Drop for Pool<T> {
 
 /// The walk both iterators share: the occupied slots, in slot order, through the occupancy words.
 struct Cursor<'a, T> {
-    chunks: core::slice::Iter<'a, Chunk<T>>,
-    /// Slots of the current chunk.
+    groups: core::slice::Iter<'a, Group<T>>,
+    /// Slots of the current group.
     slots: *mut Slot<T>,
     next_base: u32,
     base: u32,
-    /// Occupied slots of the current chunk not yet visited.
+    /// Occupied slots of the current group not yet visited.
     bits: u64,
     /// Objects not yet visited: the walk stops at the last one.
     left: usize,
@@ -629,7 +629,7 @@ struct Cursor<'a, T> {
 impl<'a, T> Cursor<'a, T> {
     fn new(pool: &'a Pool<T>) -> Self {
         Cursor {
-            chunks: pool.chunks.iter(),
+            groups: pool.groups.iter(),
             slots: core::ptr::null_mut(),
             next_base: 0,
             base: 0,
@@ -645,16 +645,16 @@ impl<'a, T> Cursor<'a, T> {
             return None;
         }
         while self.bits == 0 {
-            let c = self.chunks.next()?;
+            let c = self.groups.next()?;
             self.bits = c.occupied;
             self.slots = c.slots.as_ptr();
             self.base = self.next_base;
-            self.next_base += CHUNK_SLOTS as u32;
+            self.next_base += GROUP_SLOTS as u32;
         }
         let si = self.bits.trailing_zeros();
         self.bits &= self.bits - 1;
         self.left -= 1;
-        // SAFETY: the slot's occupancy bit was set, so it lies in the chunk and its generation is
+        // SAFETY: the slot's occupancy bit was set, so it lies in the group and its generation is
         // written (odd, so non-zero).
         unsafe {
             let s = self.slots.add(si as usize);

@@ -77,7 +77,7 @@ fn map_region(len: usize) -> *mut u8 {
         unsafe { os::unmap(m, len) };
         return ptr::null_mut();
     }
-    hardened::register_chunks(m, len);
+    hardened::init_link_keys();
     MAPPED.fetch_add(len / CHUNK_SIZE, Ordering::Relaxed);
     m
 }
