@@ -1,6 +1,7 @@
-//! Typed object pools with generational handles: the Om engine's `object_pool<T>` (groups that never
-//! move, freed slots daisy-chained into a free list) with GTA's slot seeds (a handle carries the
-//! slot's generation, so a handle to a removed object never finds a later one).
+//! Typed object pools with generational handles: the `object_pool<T>` of Om (the C++ engine this
+//! project's seeds come from: groups that never move, freed slots daisy-chained into a free list)
+//! with the slot seeds of GTA's entity pools (a handle carries the slot's generation, so a handle
+//! to a removed object never finds a later one).
 //!
 //! A pool is a table of pointers to groups of [`GROUP_SLOTS`] slots. Each group is one block from
 //! [`PoolAlloc`] (whatever the global allocator is: typed pools sit on the allocator's size-class
