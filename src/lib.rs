@@ -179,6 +179,7 @@ mod os;
 pub mod profile;
 mod settings;
 mod size_class;
+mod stack_text;
 mod stats;
 mod stats_format;
 pub mod testing;

@@ -18,6 +18,7 @@
 //! `1`/`0`, `true`/`false`, `yes`/`no`, `on`/`off`.
 
 use crate::os;
+use crate::stack_text::StackText;
 use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use core::time::Duration;
@@ -277,30 +278,7 @@ impl fmt::Display for Text<'_> {
 /// Writes `poolalloc: <message>` as one line on stderr, without allocating (a longer message is
 /// cut, its newline kept).
 pub(crate) fn say(args: fmt::Arguments<'_>) {
-    let mut line = Line {
-        buf: [0; 320],
-        len: 0,
-    };
-    let _ = line.write_str("poolalloc: ");
-    let _ = line.write_fmt(args);
-    // write_str always leaves the last byte free for this.
-    line.buf[line.len] = b'\n';
-    os::write_stderr(&line.buf[..line.len + 1]);
-}
-
-/// A line on the stack: text beyond its room (all but the last byte) is dropped.
-struct Line {
-    buf: [u8; 320],
-    len: usize,
-}
-
-impl Write for Line {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        let n = s.len().min(self.buf.len() - 1 - self.len);
-        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
-        self.len += n;
-        Ok(())
-    }
+    os::write_stderr(StackText::<320>::message(args).as_bytes());
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 use crate::os::{self, Backend};
 use crate::settings;
 use crate::size_class::{self, NUM_CLASSES};
+use crate::stack_text::StackText;
 use core::fmt;
 if_pools! {
     use crate::chunk::{self, CHUNK_SIZE};
@@ -281,10 +282,7 @@ struct Bytes(usize);
 
 impl fmt::Display for Bytes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut out = StackStr {
-            buf: [0; 24],
-            len: 0,
-        };
+        let mut out = StackText::<24>::new();
         let b = self.0 as f64;
         let _ = match self.0 {
             n if n >= 1 << 30 => {
@@ -297,22 +295,7 @@ impl fmt::Display for Bytes {
             n => fmt::write(&mut out, format_args!("{n} B")),
         };
         // `pad` aligns the text to the caller's width.
-        f.pad(core::str::from_utf8(&out.buf[..out.len]).unwrap_or("?"))
-    }
-}
-
-/// A small text buffer on the stack.
-struct StackStr {
-    buf: [u8; 24],
-    len: usize,
-}
-
-impl fmt::Write for StackStr {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        let n = s.len().min(self.buf.len() - self.len);
-        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
-        self.len += n;
-        Ok(())
+        f.pad(out.as_str())
     }
 }
 
