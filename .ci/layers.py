@@ -22,7 +22,7 @@ for line in section.splitlines():
         first = line.split("|")[1]
         order.extend(re.findall(r"`([a-z_]+)`", first))
 rank = {m: i for i, m in enumerate(order)}
-# Modules on one row share a rank (e.g. `object_pool`, `blocking_pool`).
+# Modules on one row share a rank.
 for line in section.splitlines():
     if line.startswith("| `"):
         names = re.findall(r"`([a-z_]+)`", line.split("|")[1])

@@ -24,7 +24,7 @@
 //! So `used == 0` means every carved slot is on `free` or `local_free`: the chunk is empty.
 //!
 //! Slots in `[bump, end)` were never handed out; they are carved onto `free` a page at a time
-//! (`extend`, the Om `object_pool::enlarge()`), so untouched pages stay out of RSS.
+//! (`extend`, the `enlarge()` of Om's `object_pool`), so untouched pages stay out of RSS.
 //!
 //! # Who touches what
 //!

@@ -166,15 +166,14 @@ macro_rules! if_not_profiled {
     ($($t:tt)*) => { $($t)* };
 }
 
-mod blocking_pool;
 #[cfg(any(feature = "hardened", feature = "testing"))]
 mod fatal;
 mod global;
 #[cfg(feature = "testing")]
 mod hooks;
 mod lock;
-mod object_pool;
 mod os;
+pub mod pools;
 #[cfg(feature = "profiling")]
 pub mod profile;
 mod settings;
@@ -200,10 +199,10 @@ if_pools! {
     mod span;
 }
 
-pub use blocking_pool::{AcquireError, BlockingPool, Pooled, Shutdown};
 pub use global::PoolAlloc;
-pub use object_pool::{GROUP_SLOTS, Handle, Iter, IterMut, Pool};
 pub use os::Backend;
+pub use pools::{AcquireError, BlockingPool, Pooled, Shutdown};
+pub use pools::{GROUP_SLOTS, Handle, Iter, IterMut, Pool};
 #[allow(deprecated)]
 pub use settings::set_purge_delay_ms;
 pub use settings::{purge_delay, retained_chunks, set_purge_delay, set_retained_chunks};
