@@ -1,7 +1,7 @@
 //! The fast path, for instruction counting: `valgrind --tool=callgrind` on this example (release)
 //! counts the instructions of one `alloc` and one `dealloc` of a 16-byte block through
 //! `GlobalAlloc` on `PoolAlloc` directly (the functions `fast_alloc` and `fast_free`, inclusive,
-//! divided by the iteration count printed). See README.md, "Fast path".
+//! divided by the iteration count printed). See docs/how-it-works.md, "Fast path".
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::hint::black_box;
