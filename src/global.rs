@@ -113,20 +113,22 @@ if_fallback! {
 // The data path itself; the GlobalAlloc methods above add only the `testing` hooks (compiled out
 // without the feature). Each has GlobalAlloc's contract for the method of the same name.
 if_pools! {
-/// The layout a block is served with: the caller's, except that on musl a block of 16 bytes or
-/// more is 16-aligned, as malloc's are. Rust's musl targets link LLVM's libunwind, which reads the
-/// exception object (which std allocates with alignment 8) with 16-byte SSE moves: with 8-aligned
-/// blocks every unwinding panic crashed. Elsewhere this is the identity and compiles away.
+/// The layout a block is served with: the caller's, with the alignment of [`block_align`].
 #[inline(always)]
 fn block_layout(layout: Layout) -> Layout {
-    if cfg!(target_env = "musl") && layout.size() >= 16 && layout.align() < 16 {
-        Layout::from_size_align(layout.size(), 16).unwrap_or(layout)
-    } else {
+    let align = block_align(layout.size(), layout.align());
+    if align == layout.align() {
         layout
+    } else {
+        Layout::from_size_align(layout.size(), align).unwrap_or(layout)
     }
 }
 
-/// The alignment `block_layout` gives a block of `size` bytes asked with `align`.
+/// The alignment a block of `size` bytes asked with `align` is served with: `align`, except that
+/// on musl a block of 16 bytes or more is 16-aligned, as malloc's are. Rust's musl targets link
+/// LLVM's libunwind, which reads the exception object (which std allocates with alignment 8) with
+/// 16-byte SSE moves: with 8-aligned blocks every unwinding panic crashed. Elsewhere this is the
+/// identity and compiles away.
 #[inline(always)]
 fn block_align(size: usize, align: usize) -> usize {
     if cfg!(target_env = "musl") && size >= 16 {
