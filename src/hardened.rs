@@ -35,20 +35,24 @@ mod imp {
 
     pub use crate::fatal::fatal;
 
-    /// Checks a decoded link read from slot `from`: null, or a slot of a chunk of ours of the same class.
+    /// Checks a decoded link read from slot `from`: null, or the start of a carved slot of the same
+    /// chunk (every list of free slots is a chunk's own). A link a stray write changed anywhere
+    /// but in bits that keep it a slot start of that chunk is caught here: in its low bits it is
+    /// no slot start, in its high bits it leaves the chunk.
     #[inline(always)]
     fn check_link(from: *mut FreeSlot, next: *mut FreeSlot) {
         if next.is_null() {
             return;
         }
-        // SAFETY: `from` is a free slot of one of our chunks, so its header is readable.
-        let class = unsafe { (*chunk::of(from)).class };
-        // SAFETY: read only after is_ours confirms the chunk is mapped and ours.
-        // (Every slot is 8-aligned: a link a stray byte changed in its low bits is caught here too.)
-        if next as usize & 7 != 0
-            || !is_ours(next.cast())
-            || unsafe { (*chunk::of(next)).class } != class
-        {
+        let c = chunk::of(from);
+        let ok = chunk::of(next) == c && {
+            // SAFETY: `from` is a free slot of one of our chunks, so its header is readable; the
+            // caller is the chunk's owner, the only writer of `bump`.
+            let (class, bump) = unsafe { ((*c).class as usize, (*c).bump) };
+            let off = next as usize - chunk::base(c) as usize;
+            slot_index(off, class) * slot_size(class) == off && (next as usize) < bump as usize
+        };
+        if !ok {
             fatal(format_args!(
                 "corrupted free list: slot {from:p} links to {next:p} (heap overflow or write after free?)"
             ));
@@ -72,8 +76,8 @@ mod imp {
     // --- per-slot state: free-slot tags, and links for the 8-byte class --------------------------------
 
     /// An 8-byte slot has room only for its link, so its state is read from that word: free while it
-    /// decodes to a link a free slot could hold (null, or an 8-aligned slot in a chunk of ours of the
-    /// same class; every free slot's word is such a link, written by `set_next`). Handing the slot out
+    /// decodes to a link a free slot could hold (null, or an 8-aligned address in the slot's own
+    /// chunk; every free slot's word is such a link, written by `set_next`). Handing the slot out
     /// zeroes the word, which decodes to no such link (see `init`). A per-slot bitmap did the same
     /// with two atomic read-modify-writes per pair on a word that threads sharing a chunk fought over
     /// (cache-scratch ran 4.4–4.8x slower hardened than default).
@@ -81,14 +85,10 @@ mod imp {
     /// # Safety
     /// `p` is the start of a carved 8-byte slot of one of our chunks (`slot_of`).
     #[inline(always)]
-    unsafe fn looks_free_8(p: *mut u8, class: usize) -> bool {
+    unsafe fn looks_free_8(p: *mut u8) -> bool {
         // SAFETY: p is a carved slot, at least a word long and 8-aligned (caller).
         let n = decode(unsafe { p.cast::<*mut FreeSlot>().read() });
-        // SAFETY: the header is read only after is_ours confirms the chunk is mapped and ours.
-        n.is_null()
-            || (n as usize & 7 == 0
-                && is_ours(n.cast())
-                && unsafe { (*chunk::of(n)).class } as usize == class)
+        n.is_null() || (n as usize & 7 == 0 && chunk::of(n) == chunk::of(p))
     }
 
     /// `ceil(2^40 / size)` for every class: `(off · RECIP[c]) >> 40 == off / size` for every offset
@@ -104,6 +104,14 @@ mod imp {
         }
         r
     };
+
+    /// The index of the slot of class `class` that holds byte `off` of a chunk (`off` < CHUNK_SIZE).
+    #[inline(always)]
+    fn slot_index(off: usize, class: usize) -> usize {
+        debug_assert!(class < size_class::NUM_CLASSES && off < chunk::CHUNK_SIZE);
+        // SAFETY: class < NUM_CLASSES (callers pass classes from class_of or a checked header).
+        ((off as u64 * unsafe { *RECIP.get_unchecked(class) }) >> 40) as usize
+    }
 
     /// Validates `p` as the start of a carved slot in one of our chunks, for a block of `size` bytes
     /// aligned to `align` (whose class is `class`), or aborts naming the problem; returns the
@@ -134,9 +142,7 @@ mod imp {
         let class = hclass;
         let slot = slot_size(class);
         let off = p as usize - chunk::base(c) as usize;
-        // SAFETY: class < NUM_CLASSES (it came from class_of, or is a checked header's).
-        let idx = ((off as u64 * unsafe { *RECIP.get_unchecked(class) }) >> 40) as usize;
-        if idx * slot != off || p as usize >= carved {
+        if slot_index(off, class) * slot != off || p as usize >= carved {
             invalid(what, p, class, Invalid::NotStart);
         }
         class
@@ -243,7 +249,7 @@ mod imp {
         let size = slot_size(class);
         if size < 16 {
             // SAFETY: p is the start of a carved 8-byte slot (slot_of).
-            if unsafe { looks_free_8(p, class) } {
+            if unsafe { looks_free_8(p) } {
                 double_free(p);
             }
             return;
@@ -282,7 +288,7 @@ mod imp {
         let class = slot_of(p, class, size, align, "realloc");
         let live = if slot_size(class) < 16 {
             // SAFETY: p is the start of a carved 8-byte slot (slot_of).
-            !unsafe { looks_free_8(p, class) }
+            !unsafe { looks_free_8(p) }
         } else {
             // SAFETY: p is the start of a carved slot of at least 16 bytes (slot_of).
             let mark = unsafe { p.cast::<u64>().add(1).read() };

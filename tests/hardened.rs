@@ -34,6 +34,7 @@ const CASES: &[(&str, &str)] = &[
     ("write_after_free", "write after free"),
     ("realloc_of_freed_block", "realloc of freed block"),
     ("corrupted_free_list", "corrupted free list"),
+    ("link_to_another_chunk", "corrupted free list"),
 ];
 
 /// Performs one misuse. Returning means the allocator did not notice.
@@ -136,6 +137,32 @@ fn run_case(case: &str) {
                 // overflow would. Handing b out again decodes the link.
                 b.cast::<usize>().write(0x4141_4141_4141_4141);
                 alloc_until(b, l(64));
+                P.alloc(l(64));
+            }
+            "link_to_another_chunk" => {
+                // Two free slots in each of two chunks of the 64-byte class: a2 links to a1, b2
+                // to b1, and b's chunk is the current one. Copying a2's (encoded) link into b2
+                // makes b2 link to a1: a free slot of ours, of the right class, carrying its free
+                // mark, but in another chunk, which no list of b2's chunk may hold. Handed out,
+                // it would be on two lists at once.
+                let chunk_of = |p: *mut u8| p as usize >> 18;
+                let pair = || loop {
+                    let (x, y) = (P.alloc(l(64)), P.alloc(l(64)));
+                    if chunk_of(x) == chunk_of(y) {
+                        break (x, y);
+                    }
+                };
+                let (a1, a2) = pair();
+                let (mut b1, mut b2) = pair();
+                while chunk_of(b1) == chunk_of(a1) {
+                    (b1, b2) = pair();
+                }
+                P.dealloc(a1, l(64));
+                P.dealloc(a2, l(64));
+                P.dealloc(b1, l(64));
+                P.dealloc(b2, l(64));
+                b2.cast::<usize>().write(a2.cast::<usize>().read());
+                alloc_until(b2, l(64));
                 P.alloc(l(64));
             }
             other => panic!("unknown case {other}"),

@@ -79,6 +79,21 @@ const CLAIMED: &[(&str, Claim)] = &[
     ("underflow_1_256k", Abort("heap underflow")),
 ];
 
+/// Processes each claimed case runs in.
+const RUNS: usize = 20;
+/// Misses allowed in [`RUNS`] for a claim that rests on one changed byte: at a 1.5% miss rate,
+/// five or more misses in 20 runs happen about once in 80,000 checks of a case, so the test does
+/// not fail by chance, and a claim that stopped holding (20 misses) still fails it.
+const BY_CHANCE_MISSES: usize = 4;
+
+/// Whether catching `case` rests on the byte a one-byte misuse changes: a free slot's link
+/// (the cases whose claim allows a fault) or a large block's canary (one byte past or below it).
+fn by_chance(case: &str, claim: Claim) -> bool {
+    matches!(claim, AbortOrFault(_))
+        || case.starts_with("overflow_1_")
+        || case.starts_with("underflow_1_")
+}
+
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -309,18 +324,43 @@ fn hardened_library_catches_the_misuse_catalogue() {
     fs::write(root.join("capi-test").join("misuse.md"), &table).expect("write misuse.md");
     eprintln!("{table}");
 
-    let ours = &results[0];
-    for (case, needs) in CLAIMED {
+    // Every claim is checked over RUNS processes (the table's run and RUNS - 1 more): the link
+    // keys and canaries are drawn per process. A claim that rests on one changed byte is missed by
+    // chance now and then (the byte written equals the one there, 1 in 256; or a link's changed
+    // bits make it another slot start of the same chunk, which then may be handed out twice):
+    // 0.4–0.6% of runs per case (1000 runs each, 2026-11-24), mostly the first. Such claims may miss BY_CHANCE_MISSES times;
+    // the others never.
+    for &(case, needs) in CLAIMED {
         let i = cases.iter().position(|c| c == case).expect("listed");
-        let o = &ours[i];
-        let named = |what: &str| matches!(o, Outcome::Caught(6, line) if line.starts_with("poolalloc: ") && line.contains(what));
-        let fault = matches!(o, Outcome::Caught(11 | 7, _));
-        let ok = match needs {
-            Abort(what) => named(what),
-            Fault => fault,
-            AbortOrFault(what) => named(what) || fault,
+        let holds = |o: &Outcome| {
+            let named = |what: &str| matches!(o, Outcome::Caught(6, line) if line.starts_with("poolalloc: ") && line.contains(what));
+            let fault = matches!(o, Outcome::Caught(11 | 7, _));
+            match needs {
+                Abort(what) => named(what),
+                Fault => fault,
+                AbortOrFault(what) => named(what) || fault,
+            }
         };
-        assert!(ok, "{case}: not caught as claimed: {o:?}\n{table}");
+        let mut misses: Vec<Outcome> = Vec::new();
+        if !holds(&results[0][i]) {
+            misses.push(results[0][i].clone());
+        }
+        for _ in 1..RUNS {
+            let o = run_case(&exe, case, Some(&so));
+            if !holds(&o) {
+                misses.push(o);
+            }
+        }
+        let allowed = if by_chance(case, needs) {
+            BY_CHANCE_MISSES
+        } else {
+            0
+        };
+        assert!(
+            misses.len() <= allowed,
+            "{case}: not caught as claimed in {} of {RUNS} runs (at most {allowed} allowed): {misses:?}\n{table}",
+            misses.len()
+        );
     }
     assert!(
         counts[0] > counts[1],
