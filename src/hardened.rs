@@ -29,8 +29,8 @@ mod imp {
     use crate::chunk::{self, FreeSlot};
     use crate::link::{self, POISON, POISON_BYTES, POISON_WORDS, decode, tag};
     use crate::lock::Lock;
+    use crate::addr_table::AddrTable;
     use crate::{addr_map, os, size_class};
-    use core::ptr;
     use core::sync::atomic::Ordering::Acquire;
 
     pub use crate::fatal::fatal;
@@ -383,108 +383,26 @@ mod imp {
 
     // --- live large blocks ------------------------------------------------------------------------------
 
-    /// An open-addressing set of live large-block addresses, in memory mapped from the OS.
-    struct LargeSet {
-        slots: *mut usize,
-        cap: usize,
-        len: usize,
-        /// Slots holding TOMBSTONE.
-        dead: usize,
-    }
-
-    const TOMBSTONE: usize = 1;
-
-    // SAFETY: the table memory is owned by the set; access is serialised by its lock.
-    unsafe impl Send for LargeSet {}
-
-    static LARGE: Lock<LargeSet> = Lock::new(LargeSet {
-        slots: ptr::null_mut(),
-        cap: 0,
-        len: 0,
-        dead: 0,
-    });
-
-    impl LargeSet {
-        fn hash(&self, a: usize) -> usize {
-            (a >> 4).wrapping_mul(0x9e37_79b9_7f4a_7c15) & (self.cap - 1)
-        }
-
-        fn grow(&mut self) {
-            let cap = (self.cap * 2).max(1024);
-            let slots = os::map(cap * 8).cast::<usize>();
-            if slots.is_null() {
-                fatal(format_args!("cannot map the large-block table"));
-            }
-            let (old, old_cap) = (self.slots, self.cap);
-            *self = LargeSet {
-                slots,
-                cap,
-                len: 0,
-                dead: 0,
-            };
-            for i in 0..old_cap {
-                // SAFETY: i < old_cap, the old table's size.
-                let a = unsafe { *old.add(i) };
-                if a > TOMBSTONE {
-                    self.insert(a);
-                }
-            }
-            if !old.is_null() {
-                // SAFETY: the old table came from os::map with old_cap·8 bytes and is no longer used.
-                unsafe { os::unmap(old.cast(), old_cap * 8) };
-            }
-        }
-
-        fn insert(&mut self, a: usize) {
-            if (self.len + self.dead + 1) * 4 > self.cap * 3 {
-                self.grow();
-            }
-            let mut i = self.hash(a);
-            loop {
-                // SAFETY: i < cap.
-                let s = unsafe { &mut *self.slots.add(i) };
-                if *s <= TOMBSTONE {
-                    if *s == TOMBSTONE {
-                        self.dead -= 1;
-                    }
-                    *s = a;
-                    self.len += 1;
-                    return;
-                }
-                i = (i + 1) & (self.cap - 1);
-            }
-        }
-
-        fn remove(&mut self, a: usize) -> bool {
-            if self.cap == 0 {
-                return false;
-            }
-            let mut i = self.hash(a);
-            loop {
-                // SAFETY: i < cap.
-                let s = unsafe { &mut *self.slots.add(i) };
-                if *s == a {
-                    *s = TOMBSTONE;
-                    self.len -= 1;
-                    self.dead += 1;
-                    return true;
-                }
-                if *s == 0 {
-                    return false;
-                }
-                i = (i + 1) & (self.cap - 1);
-            }
-        }
-    }
+    /// The live large blocks' addresses.
+    static LARGE: Lock<AddrTable<()>> = Lock::new(AddrTable::new());
 
     pub fn on_large_alloc(p: *mut u8) {
-        LARGE.lock().insert(p as usize);
+        remember_large(&mut LARGE.lock(), p);
+    }
+
+    fn remember_large(set: &mut AddrTable<()>, p: *mut u8) {
+        if let Err(e) = set.insert(p as usize, ()) {
+            fatal(format_args!(
+                "cannot map {} bytes for the table of live large blocks",
+                e.bytes
+            ));
+        }
     }
 
     /// A large-layout free (or realloc, with `keep`): `p` must be a live large block.
     pub fn on_large_free(p: *mut u8, keep: bool) {
         let mut set = LARGE.lock();
-        if !set.remove(p as usize) {
+        if set.remove(p as usize).is_none() {
             drop(set);
             if is_ours(p) {
                 fatal(format_args!(
@@ -496,7 +414,7 @@ mod imp {
             ));
         }
         if keep {
-            set.insert(p as usize);
+            remember_large(&mut set, p);
         }
     }
 

@@ -166,6 +166,8 @@ macro_rules! if_not_profiled {
     ($($t:tt)*) => { $($t)* };
 }
 
+#[cfg(any(feature = "hardened", feature = "testing", feature = "profiling"))]
+mod addr_table;
 #[cfg(any(feature = "hardened", feature = "testing"))]
 mod fatal;
 mod global;

@@ -1,7 +1,7 @@
 //! `count`: what the calling thread allocated and freed while a closure ran.
 
-use super::table::{Entry, Table};
-use core::cell::Cell;
+use crate::addr_table::AddrTable;
+use core::cell::{Cell, RefCell};
 use core::ptr;
 
 /// What the calling thread did through [`PoolAlloc`](crate::PoolAlloc) while a [`count`] ran. Bytes
@@ -41,13 +41,22 @@ struct State {
     top: Cell<*const Frame>,
     /// Orders count starts and allocations (see `Frame::start`).
     seq: Cell<u64>,
-    /// Blocks allocated while a count runs, until the outermost count ends.
-    table: Table,
+    /// Blocks allocated while a count runs, until the outermost count ends, by address.
+    table: RefCell<AddrTable<Counted>>,
+}
+
+/// A block allocated while a count ran.
+#[derive(Clone, Copy)]
+struct Counted {
+    /// Requested bytes.
+    size: usize,
+    /// Its allocation's sequence number (see `Frame::start`).
+    seq: u64,
 }
 
 thread_local! {
     static STATE: State = const {
-        State { top: Cell::new(ptr::null()), seq: Cell::new(0), table: Table::new() }
+        State { top: Cell::new(ptr::null()), seq: Cell::new(0), table: RefCell::new(AddrTable::new()) }
     };
 }
 
@@ -55,6 +64,17 @@ fn next_seq(s: &State) -> u64 {
     let n = s.seq.get() + 1;
     s.seq.set(n);
     n
+}
+
+/// Enters the counted block at `addr` in the thread's table (replacing an entry there: a block
+/// another thread freed, whose address came back to this thread).
+fn remember(s: &State, addr: usize, c: Counted) {
+    if let Err(e) = s.table.borrow_mut().insert(addr, c) {
+        crate::fatal::fatal(format_args!(
+            "testing::count could not map {} bytes for its table of live blocks",
+            e.bytes
+        ));
+    }
 }
 
 /// Runs `f` and returns its result with what the calling thread allocated, freed and reallocated
@@ -101,7 +121,7 @@ pub fn count<R>(f: impl FnOnce() -> R) -> (R, Counts) {
             STATE.with(|s| {
                 s.top.set(self.0.parent);
                 if self.0.parent.is_null() {
-                    s.table.clear();
+                    s.table.borrow_mut().clear();
                 }
             });
             super::armed::disarm();
@@ -161,11 +181,7 @@ pub fn on_alloc(p: *mut u8, size: usize) {
             });
             add_live(fr, size);
         });
-        s.table.insert(Entry {
-            addr: p as usize,
-            size,
-            seq,
-        });
+        remember(s, p as usize, Counted { size, seq });
     });
 }
 
@@ -175,7 +191,7 @@ pub fn on_free(p: *mut u8) {
         if s.top.get().is_null() {
             return;
         }
-        let e = s.table.remove(p as usize);
+        let e = s.table.borrow_mut().remove(p as usize);
         for_each_frame(s, |fr| {
             update(fr, |c| c.frees += 1);
             match e {
@@ -195,7 +211,7 @@ pub fn on_realloc(p: *mut u8, q: *mut u8, old: usize, new: usize) {
         if s.top.get().is_null() {
             return;
         }
-        let e = s.table.remove(p as usize);
+        let e = s.table.borrow_mut().remove(p as usize);
         for_each_frame(s, |fr| {
             update(fr, |c| c.reallocations += 1);
             match e {
@@ -204,16 +220,19 @@ pub fn on_realloc(p: *mut u8, q: *mut u8, old: usize, new: usize) {
             }
         });
         match e {
-            Some(e) => s.table.insert(Entry {
-                addr: q as usize,
-                size: new,
-                seq: e.seq,
-            }),
+            Some(e) => remember(
+                s,
+                q as usize,
+                Counted {
+                    size: new,
+                    seq: e.seq,
+                },
+            ),
             // The caller's block moved to `q`: an entry there is a block of `f`'s that another
             // thread freed (it stays counted); forget it so freeing the caller's block later does
             // not count as freeing it.
             None => {
-                s.table.remove(q as usize);
+                s.table.borrow_mut().remove(q as usize);
             }
         }
     });
@@ -226,7 +245,7 @@ mod tests {
     use core::alloc::{GlobalAlloc, Layout};
 
     fn tracked() -> usize {
-        STATE.with(|s| s.table.len())
+        STATE.with(|s| s.table.borrow().len())
     }
 
     /// The unit tests' global allocator is not `PoolAlloc`: allocate through it directly.

@@ -1,7 +1,7 @@
 //! The profiler's records, in memory it maps itself (never through the allocator):
 //!
-//! - one **record** per live sampled block, by address: its size, its weight (how many blocks of
-//!   its size it stands for) and its stack; removed when the block is freed;
+//! - one **record** per live sampled block, by address (an [`AddrTable`]): its size, its weight
+//!   (how many blocks of its size it stands for) and its stack; removed when the block is freed;
 //! - one **stack** entry per distinct call stack seen, with the cumulative allocations sampled
 //!   there (never removed, so the cumulative profile survives the blocks);
 //! - the **filter**: per hash bucket of addresses, how many records it holds. A free reads one
@@ -11,6 +11,7 @@
 //! All of it sits under one lock, a leaf: nothing else is locked, allocated or freed while it is
 //! held (the stack is walked before it is taken). `fork` takes it last (`fork.rs`).
 
+use crate::addr_table::AddrTable;
 use crate::lock::Lock;
 use crate::os;
 use core::ptr;
@@ -18,23 +19,27 @@ use core::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
 
 /// Frames kept per stack (the innermost ones).
 pub const MAX_FRAMES: usize = 48;
-/// log2 of the record table's slots: at most 3/4 of them are used (196,608 live sampled blocks).
-const RECORD_BITS: u32 = 18;
 /// log2 of the stack table's slots (at most 3/4 used).
 const STACK_BITS: u32 = 15;
 /// log2 of the filter's buckets.
 const FILTER_BITS: u32 = 15;
 
-/// A live sampled block. `addr == 0`: an empty slot of the table.
+/// A live sampled block, as a snapshot lists it.
 #[derive(Clone, Copy, Debug)]
-#[repr(C)]
 pub struct Record {
-    pub addr: usize,
     pub size: usize,
     /// Blocks of this size this one stands for (1 / the probability it was sampled).
     pub weight: f64,
     /// Its slot in the stack table.
     pub stack: u32,
+}
+
+/// What the record table keeps of a live sampled block, by its address.
+#[derive(Clone, Copy)]
+struct Sampled {
+    size: usize,
+    weight: f64,
+    stack: u32,
 }
 
 /// A distinct stack. `depth == 0`: an empty slot.
@@ -51,22 +56,21 @@ pub struct Stack {
 }
 
 struct Tables {
-    /// `1 << RECORD_BITS` records and `1 << STACK_BITS` stacks, mapped at the first sample.
-    records: *mut Record,
+    /// The live sampled blocks.
+    records: AddrTable<Sampled>,
+    /// `1 << STACK_BITS` stacks, mapped at the first sample.
     stacks: *mut Stack,
-    live: usize,
     stack_count: usize,
     /// Samples not recorded because a table was full or could not be mapped.
     dropped: usize,
 }
 
-// SAFETY: the pointers name memory mapped for the tables, used only under the lock.
+// SAFETY: the pointer names memory mapped for the stack table, used only under the lock.
 unsafe impl Send for Tables {}
 
 static TABLES: Lock<Tables> = Lock::new(Tables {
-    records: ptr::null_mut(),
+    records: AddrTable::new(),
     stacks: ptr::null_mut(),
-    live: 0,
     stack_count: 0,
     dropped: 0,
 });
@@ -106,21 +110,14 @@ fn stack_hash(frames: &[usize]) -> u64 {
 }
 
 impl Tables {
-    /// Maps the tables on first use; false when the OS refuses.
+    /// Maps the stack table on first use; false when the OS refuses.
     fn ready(&mut self) -> bool {
-        if self.records.is_null() {
-            let r = os::map_sparse(size_of::<Record>() << RECORD_BITS);
-            if r.is_null() {
-                return false;
-            }
+        if self.stacks.is_null() {
             let s = os::map_sparse(size_of::<Stack>() << STACK_BITS);
             if s.is_null() {
-                // SAFETY: r is the whole mapping just made, unused.
-                unsafe { os::unmap(r, size_of::<Record>() << RECORD_BITS) };
                 return false;
             }
-            // Zeroed memory is a table of empty slots (addr 0, depth 0).
-            self.records = r.cast();
+            // Zeroed memory is a table of empty slots (depth 0).
             self.stacks = s.cast();
         }
         true
@@ -150,20 +147,6 @@ impl Tables {
             i = (i + 1) & mask;
         }
     }
-
-    /// The record slot holding `addr`, or the empty slot where it would go.
-    fn find(&self, addr: usize) -> usize {
-        let mask = (1usize << RECORD_BITS) - 1;
-        let mut i = hash_addr(addr, RECORD_BITS);
-        loop {
-            // SAFETY: i <= mask, inside the mapped record table.
-            let a = unsafe { (*self.records.add(i)).addr };
-            if a == addr || a == 0 {
-                return i;
-            }
-            i = (i + 1) & mask;
-        }
-    }
 }
 
 /// Records the sampled block `addr` of `size` bytes standing for `weight` blocks, allocated from
@@ -185,65 +168,23 @@ pub fn insert(addr: usize, size: usize, weight: f64, frames: &[usize]) {
         s.alloc_objects += weight;
         s.alloc_bytes += weight * size as f64;
     }
-    let i = t.find(addr);
-    // SAFETY: i is a slot of the mapped record table, under the lock.
-    let r = unsafe { &mut *t.records.add(i) };
-    if r.addr == 0 {
-        if t.live >= (1usize << RECORD_BITS) / 4 * 3 {
-            t.dropped += 1;
-            return;
+    match t.records.insert(addr, Sampled { size, weight, stack }) {
+        Err(_) => t.dropped += 1,
+        Ok(Some(_)) => {} // a block freed while the profiler was off, its address reused
+        Ok(None) => {
+            FILTER[hash_addr(addr, FILTER_BITS)].fetch_add(1, Relaxed);
+            ARMED.store(true, Relaxed);
         }
-        t.live += 1;
-        FILTER[hash_addr(addr, FILTER_BITS)].fetch_add(1, Relaxed);
-        ARMED.store(true, Relaxed);
     }
-    *r = Record {
-        addr,
-        size,
-        weight,
-        stack,
-    };
 }
 
 /// Drops the record of block `addr`, if it has one (it is being freed). Allocates nothing.
 #[cold]
 #[inline(never)]
 pub fn remove(addr: usize) {
-    let mut t = TABLES.lock();
-    if t.records.is_null() {
-        return;
-    }
-    let mask = (1usize << RECORD_BITS) - 1;
-    let mut i = t.find(addr);
-    // SAFETY (every access below): indices are masked into the mapped record table, held under
-    // the lock.
-    unsafe {
-        if (*t.records.add(i)).addr != addr {
-            return; // a false positive of the filter
-        }
-        t.live -= 1;
+    // None: a false positive of the filter.
+    if TABLES.lock().records.remove(addr).is_some() {
         FILTER[hash_addr(addr, FILTER_BITS)].fetch_sub(1, Relaxed);
-        // Backward-shift deletion (linear probing keeps no tombstones): move up every later
-        // record of the run whose home slot does not lie in (i, j].
-        let mut j = i;
-        loop {
-            j = (j + 1) & mask;
-            let r = *t.records.add(j);
-            if r.addr == 0 {
-                break;
-            }
-            let home = hash_addr(r.addr, RECORD_BITS);
-            let stays = if i <= j {
-                i < home && home <= j
-            } else {
-                i < home || home <= j
-            };
-            if !stays {
-                *t.records.add(i) = r;
-                i = j;
-            }
-        }
-        (*t.records.add(i)).addr = 0;
     }
 }
 
@@ -259,7 +200,7 @@ pub struct Snapshot {
 pub fn snapshot() -> Snapshot {
     let (live, stacks) = {
         let t = TABLES.lock();
-        (t.live, t.stack_count)
+        (t.records.len(), t.stack_count)
     };
     let mut out = Snapshot {
         records: Vec::with_capacity(live + 1024),
@@ -268,15 +209,17 @@ pub fn snapshot() -> Snapshot {
     };
     let t = TABLES.lock();
     out.dropped = t.dropped;
-    if t.records.is_null() {
-        return out;
-    }
-    for i in 0..1usize << RECORD_BITS {
-        // SAFETY: i is inside the mapped record table, under the lock.
-        let r = unsafe { *t.records.add(i) };
-        if r.addr != 0 && out.records.len() < out.records.capacity() {
-            out.records.push(r);
+    t.records.for_each(|_, r| {
+        if out.records.len() < out.records.capacity() {
+            out.records.push(Record {
+                size: r.size,
+                weight: r.weight,
+                stack: r.stack,
+            });
         }
+    });
+    if t.stacks.is_null() {
+        return out;
     }
     for i in 0..1usize << STACK_BITS {
         // SAFETY: i is inside the mapped stack table, under the lock.
