@@ -196,7 +196,14 @@ if_pools! {
     #[cfg(all(test, not(miri)))]
     mod os_faults;
     mod purger;
+    #[cfg(feature = "raw")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "raw")))]
     pub mod raw;
+    // Without the feature the module is private but still built, so the large spans it alone
+    // uses stay compiled and checked in every build (instead of a cfg through five modules).
+    #[cfg(not(feature = "raw"))]
+    #[allow(dead_code)]
+    mod raw;
     mod source;
     mod span;
 }
@@ -205,8 +212,6 @@ pub use global::PoolAlloc;
 pub use os::Backend;
 pub use pools::{AcquireError, BlockingPool, Pooled, Shutdown};
 pub use pools::{GROUP_SLOTS, Handle, Iter, IterMut, Pool};
-#[allow(deprecated)]
-pub use settings::set_purge_delay_ms;
 pub use settings::{purge_delay, retained_chunks, set_purge_delay, set_retained_chunks};
 pub use stats::{ClassStats, Stats, stats, trim};
 

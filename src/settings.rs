@@ -92,12 +92,6 @@ pub fn purge_delay() -> Duration {
     Duration::from_millis(PURGE_DELAY_MS.get() as u64)
 }
 
-/// [`set_purge_delay`] in milliseconds.
-#[deprecated(since = "0.1.1", note = "use set_purge_delay(Duration)")]
-pub fn set_purge_delay_ms(ms: usize) {
-    PURGE_DELAY_MS.set(ms);
-}
-
 /// Sets how many empty chunks each size class keeps indefinitely instead of returning them to the
 /// OS (default 1, or `POOLALLOC_RETAINED_CHUNKS`); wins over the environment.
 pub fn set_retained_chunks(n: usize) {
