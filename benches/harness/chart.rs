@@ -35,6 +35,18 @@ pub fn register_font() -> bool {
     false
 }
 
+/// Draws the legend of `chart`'s labelled series in its corner, on a white box.
+pub fn legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+) {
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .unwrap();
+}
+
 /// How the workload names stand under their bars.
 pub enum Names {
     /// Turned a quarter (long names, many workloads), 14 px.
@@ -114,12 +126,7 @@ impl RatioBars<'_> {
                 line.stroke_width(2),
             ))
             .unwrap();
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .unwrap();
+        legend(&mut chart);
         for (i, name) in self.names.iter().enumerate() {
             let text = match self.names_style {
                 // Turned so that long names fit under their bars.

@@ -2,7 +2,7 @@
 //! fragmentation) and the charts (the ratios, and RSS over time of the fragmentation workloads).
 
 use super::{ALLOCATORS, HARDENED, RUNNERS, Run, Workload};
-use crate::harness::chart::{COLORS, Names, RatioBars, register_font};
+use crate::harness::chart::{COLORS, Names, RatioBars, legend, register_font};
 use crate::harness::stats::{geomean, median, mib};
 use crate::harness::table::{header, row};
 
@@ -229,11 +229,6 @@ fn draw_rss<B: plotters::prelude::DrawingBackend>(
                 PathElement::new([(x, y), (x + 15, y)], COLORS[k].stroke_width(2))
             });
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .unwrap();
+    legend(&mut chart);
     root.present().ok();
 }
