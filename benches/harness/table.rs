@@ -2,7 +2,7 @@
 //! (numbers), and rows.
 
 /// The header line and the alignment line of a table with these column names.
-pub fn header(columns: &[&str]) -> String {
+pub fn header<S: AsRef<str>>(columns: &[S]) -> String {
     let mut s = row(columns);
     s += "|---|";
     s += &"---:|".repeat(columns.len() - 1);

@@ -1,6 +1,6 @@
 //! The report's output: `programs.md` (the tables) and `programs.png` (the chart of ratios).
 
-use super::{Cell, Kind, Workload};
+use super::{Cell, Kind, NAMES, Workload};
 use crate::harness::chart::{Names, RatioBars};
 use crate::harness::stats::{geomean, median, mib};
 use crate::harness::table::{header, row};
@@ -46,19 +46,18 @@ pub fn table(
             ""
         }
     );
-    s += &header(&[
-        "program",
-        "poolalloc",
-        "glibc",
-        "jemalloc",
-        "mimalloc",
-        "time ratio",
-        "poolalloc RSS",
-        "glibc RSS",
-        "jemalloc RSS",
-        "mimalloc RSS",
-        "RSS ratio",
-    ]);
+    let rss = NAMES.map(|n| format!("{n} RSS"));
+    let rss: Vec<&str> = rss.iter().map(String::as_str).collect();
+    s += &header(
+        &[
+            &["program"][..],
+            &NAMES,
+            &["time ratio"],
+            &rss,
+            &["RSS ratio"],
+        ]
+        .concat(),
+    );
     for (wi, w) in workloads.iter().enumerate() {
         let c = &cells[wi];
         let f: Vec<f64> = c.iter().map(|c| median(c.figures.clone())).collect();
@@ -91,14 +90,7 @@ pub fn table(
     if !timed.is_empty() {
         s += "\nCPU time (user + system seconds, child processes included; less disturbed than the wall \
               time by other work on the machine):\n\n";
-        s += &header(&[
-            "program",
-            "poolalloc",
-            "glibc",
-            "jemalloc",
-            "mimalloc",
-            "CPU ratio",
-        ]);
+        s += &header(&[&["program"][..], &NAMES, &["CPU ratio"]].concat());
         for wi in timed {
             let c: Vec<f64> = cells[wi].iter().map(|c| median(c.cpu.clone())).collect();
             s += &row(&[
@@ -113,14 +105,7 @@ pub fn table(
     }
     if let Some(wi) = workloads.iter().position(|w| w.kind == Kind::Redis) {
         s += "\nredis-benchmark, requests per second per test (medians; value size, pipeline depth):\n\n";
-        s += &header(&[
-            "test",
-            "poolalloc",
-            "glibc",
-            "jemalloc",
-            "mimalloc",
-            "ratio",
-        ]);
+        s += &header(&[&["test"][..], &NAMES, &["ratio"]].concat());
         let names: Vec<String> = cells[wi][0].tests[0].iter().map(|t| t.0.clone()).collect();
         for (ti, name) in names.iter().enumerate() {
             let v: Vec<f64> = cells[wi]
