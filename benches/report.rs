@@ -7,6 +7,12 @@
 #[path = "report/bench.rs"]
 mod bench;
 
+// The harness shared with poolalloc-c's programs benchmark; not every item serves this one.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[allow(dead_code)]
+#[path = "harness/mod.rs"]
+mod harness;
+
 fn main() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     bench::main();

@@ -35,7 +35,7 @@ mod markdown {
 
     /// The `.md` files (at most 256 KiB each: generated files say little about a heap) under cargo's
     /// registry sources, sorted by path: the report's input (`registry_texts` in
-    /// `benches/report/bench.rs`), all of it.
+    /// `benches/report/crates.rs`), all of it.
     #[inline(never)]
     fn read_documents() -> Vec<String> {
         let home = std::env::var_os("CARGO_HOME")

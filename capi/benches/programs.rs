@@ -5,6 +5,12 @@
 #[path = "programs/bench.rs"]
 mod bench;
 
+// The harness shared with poolalloc's report benchmark; not every item serves this one.
+#[cfg(target_os = "linux")]
+#[allow(dead_code)]
+#[path = "../../benches/harness/mod.rs"]
+mod harness;
+
 fn main() {
     #[cfg(target_os = "linux")]
     bench::main();

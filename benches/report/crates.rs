@@ -1,0 +1,163 @@
+//! Real programs: published crates doing their ordinary job on real input (the sources and
+//! metadata of this benchmark's own dependencies), and the readers of that input.
+
+use super::{Extra, Params};
+use crate::harness::cargo::{cargo, report_dir};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::mpsc;
+use std::time::Instant;
+
+/// The `.rs` files of the crates in cargo's registry source cache (the sources of this benchmark's
+/// own dependencies, so every machine that built it has them), sorted by path, up to `cap` bytes.
+pub fn rust_sources(cap: usize) -> Vec<String> {
+    registry_texts("rs", cap)
+}
+
+/// The files with extension `ext` in cargo's registry source cache (the sources of this
+/// benchmark's own dependencies, present on every machine that built it, with no network at run
+/// time), sorted by path, read until `cap` bytes; files over 256 KiB are skipped. The same
+/// lockfile gives the same files on every machine.
+pub fn registry_texts(ext: &str, cap: usize) -> Vec<String> {
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
+        .expect("neither CARGO_HOME nor HOME is set");
+    let mut files = Vec::new();
+    let mut dirs = vec![home.join("registry").join("src")];
+    while let Some(d) = dirs.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let path = e.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|x| x == ext) {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    let mut out = Vec::new();
+    let mut total = 0;
+    for f in files {
+        if total >= cap {
+            break;
+        }
+        if let Ok(text) = std::fs::read_to_string(&f) {
+            // Generated files (hundreds of KiB of tables or literals) say little about a heap.
+            if text.len() <= 256 * 1024 {
+                total += text.len();
+                out.push(text);
+            }
+        }
+    }
+    assert!(
+        total >= cap / 2,
+        "found only {total} bytes of .{ext} files under {}: build the benchmark first (its \
+         dependencies' sources are the input)",
+        home.display()
+    );
+    out
+}
+
+/// syn-parse: `syn` parses a few MB of real Rust sources into full ASTs, kept until all are parsed
+/// (a compiler front end's peak), then dropped; twice.
+pub fn syn_parse(p: Params) -> Extra {
+    let t = Instant::now();
+    let sources = rust_sources(1_500_000 * p.scale);
+    let setup = t.elapsed();
+    let mut parsed = 0;
+    for _ in 0..2 {
+        let asts: Vec<syn::File> = sources
+            .iter()
+            .filter_map(|s| syn::parse_file(s).ok())
+            .collect();
+        parsed = asts.len();
+        std::hint::black_box(&asts);
+    }
+    assert!(parsed * 2 >= sources.len(), "most sources must parse");
+    Extra {
+        setup,
+        ..Extra::default()
+    }
+}
+
+/// json-roundtrip: `serde_json` parses a real document (this package's `cargo metadata`, a few
+/// MB, written by the parent) into a `Value`, serialises it and parses it back, several times.
+pub fn json_roundtrip(p: Params) -> Extra {
+    let t = Instant::now();
+    let path = std::env::var("POOLALLOC_BENCH_JSON").expect("the parent passes the JSON document");
+    let text = std::fs::read_to_string(&path).expect("cannot read the JSON document");
+    let setup = t.elapsed();
+    for round in 0..10 * p.scale {
+        let v: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+        let out = serde_json::to_string(&v).unwrap();
+        let back: serde_json::Value = serde_json::from_str(&out).unwrap();
+        if round == 0 {
+            assert_eq!(v, back, "the round trip must give the same document");
+        }
+        std::hint::black_box((v, back));
+    }
+    Extra {
+        setup,
+        ..Extra::default()
+    }
+}
+
+/// rayon-drop: a `rayon` job counts the words of every source file in parallel into per-file
+/// maps; another (plain) thread receives the results and drops them.
+pub fn rayon_drop(p: Params) -> Extra {
+    use rayon::prelude::*;
+    let t = Instant::now();
+    let sources = rust_sources(1_000_000 * p.scale);
+    let setup = t.elapsed();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(p.threads)
+        .build()
+        .unwrap();
+    let (tx, rx) = mpsc::channel::<Vec<BTreeMap<String, usize>>>();
+    let dropper = std::thread::spawn(move || rx.into_iter().map(|v| v.len()).sum::<usize>());
+    for _ in 0..3 {
+        let counts: Vec<BTreeMap<String, usize>> = pool.install(|| {
+            sources
+                .par_iter()
+                .map(|s| {
+                    let mut m = BTreeMap::new();
+                    for w in s.split(|c: char| !c.is_alphanumeric() && c != '_') {
+                        if !w.is_empty() {
+                            *m.entry(w.to_string()).or_insert(0) += 1;
+                        }
+                    }
+                    m
+                })
+                .collect()
+        });
+        tx.send(counts).unwrap();
+    }
+    drop(tx);
+    std::hint::black_box(dropper.join().unwrap());
+    Extra {
+        setup,
+        ..Extra::default()
+    }
+}
+
+/// Writes this package's `cargo metadata` (a real JSON document of a few MB) for `json-roundtrip`.
+pub fn write_json_input() -> PathBuf {
+    let path = report_dir().join("metadata.json");
+    if path.exists() {
+        return path;
+    }
+    let out = Command::new(cargo())
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["metadata", "--format-version", "1"])
+        .output()
+        .expect("cannot run cargo metadata");
+    assert!(out.status.success(), "cargo metadata failed");
+    std::fs::create_dir_all(report_dir()).unwrap();
+    std::fs::write(&path, &out.stdout).unwrap();
+    path
+}

@@ -1,0 +1,234 @@
+//! The report's output: the Markdown tables (times, peak RSS, ratios, the cost of hardening,
+//! fragmentation) and the charts (the ratios, and RSS over time of the fragmentation workloads).
+
+use super::{ALLOCATORS, HARDENED, RUNNERS, Run, Workload};
+use crate::harness::chart::{COLORS, Names, RatioBars, legend, register_font};
+use crate::harness::stats::{geomean, median, mib};
+use crate::harness::table::{header, row};
+
+/// The Markdown table: medians per workload and allocator, and poolalloc's ratio to the best peer.
+pub fn table(
+    workloads: &[&(&str, Workload, bool)],
+    runs: &[Vec<Vec<Run>>],
+    threads: usize,
+    rounds: usize,
+    quick: bool,
+) -> String {
+    let mut s = String::new();
+    s += &format!(
+        "Medians of {rounds} interleaved run(s) per cell, {threads} threads{}. Time in seconds, peak RSS in MiB; \
+         ratio = poolalloc / best of jemalloc and mimalloc (below 1 is better); hardened cost = poolalloc built with \
+         `--features hardened` / poolalloc.\n\n",
+        if quick {
+            ", quick mode (small inputs)"
+        } else {
+            ""
+        }
+    );
+    s += &header(&[
+        "workload",
+        "poolalloc s",
+        "system s",
+        "jemalloc s",
+        "mimalloc s",
+        "time ratio",
+        "poolalloc RSS",
+        "system RSS",
+        "jemalloc RSS",
+        "mimalloc RSS",
+        "RSS ratio",
+        "hardened s",
+        "hardened cost",
+    ]);
+    for (wi, w) in workloads.iter().enumerate() {
+        let t: Vec<f64> = (0..RUNNERS.len())
+            .map(|a| median(runs[wi][a].iter().map(|r| r.secs).collect()))
+            .collect();
+        let m: Vec<f64> = (0..4)
+            .map(|a| median(runs[wi][a].iter().map(|r| r.peak_rss as f64).collect()))
+            .collect();
+        s += &row(&[
+            w.0.to_string(),
+            format!("{:.3}", t[0]),
+            format!("{:.3}", t[1]),
+            format!("{:.3}", t[2]),
+            format!("{:.3}", t[3]),
+            format!("**{:.2}**", t[0] / t[2].min(t[3])),
+            mib(m[0]),
+            mib(m[1]),
+            mib(m[2]),
+            mib(m[3]),
+            format!("**{:.2}**", m[0] / m[2].min(m[3])),
+            format!("{:.3}", t[HARDENED]),
+            format!("**{:.2}**", t[HARDENED] / t[0]),
+        ]);
+    }
+    let costs: Vec<f64> = (0..workloads.len())
+        .map(|wi| {
+            let t = |a: usize| median(runs[wi][a].iter().map(|r| r.secs).collect());
+            t(HARDENED) / t(0)
+        })
+        .collect();
+    if !costs.is_empty() {
+        s += &format!(
+            "\nHardened cost, geometric mean over the workloads: **{:.2}** (target: at most 1.05, never above 1.10).\n",
+            geomean(&costs)
+        );
+    }
+    let frag: Vec<usize> = (0..workloads.len()).filter(|&i| workloads[i].2).collect();
+    if !frag.is_empty() {
+        s += "\nFragmentation: peak RSS / peak live requested bytes (lower is better), and RSS (MiB) right after \
+              freeing everything / one second later, with no call to the allocator.\n\n";
+        s += &header(&[
+            "workload",
+            "poolalloc",
+            "system",
+            "jemalloc",
+            "mimalloc",
+            "poolalloc after free",
+            "system after free",
+            "jemalloc after free",
+            "mimalloc after free",
+        ]);
+        for wi in frag {
+            let ratio = (0..4).map(|a| {
+                let r = median(
+                    runs[wi][a]
+                        .iter()
+                        .map(|r| r.peak_rss as f64 / r.peak_live.max(1) as f64)
+                        .collect(),
+                );
+                format!("{r:.2}")
+            });
+            let after = (0..4).map(|a| {
+                let f = median(runs[wi][a].iter().map(|r| r.rss_freed as f64).collect());
+                let g = median(runs[wi][a].iter().map(|r| r.rss_freed_1s as f64).collect());
+                format!("{} / {}", mib(f), mib(g))
+            });
+            let cells: Vec<String> = std::iter::once(workloads[wi].0.to_string())
+                .chain(ratio)
+                .chain(after)
+                .collect();
+            s += &row(&cells);
+        }
+    }
+    s
+}
+
+/// `ratios.svg`/`.png` (poolalloc's time and peak RSS ratios) and, per fragmentation workload,
+/// `rss-<workload>.svg`/`.png` (RSS over time under each allocator, from the last round).
+pub fn charts(
+    dir: &std::path::Path,
+    workloads: &[&(&str, Workload, bool)],
+    runs: &[Vec<Vec<Run>>],
+) {
+    if !register_font() {
+        eprintln!("no DejaVuSans.ttf found (install fonts-dejavu-core): charts skipped");
+        return;
+    }
+    let names: Vec<&str> = workloads.iter().map(|w| w.0).collect();
+    let ratios: Vec<(f64, f64)> = (0..workloads.len())
+        .map(|wi| {
+            let t: Vec<f64> = (0..4)
+                .map(|a| median(runs[wi][a].iter().map(|r| r.secs).collect()))
+                .collect();
+            let m: Vec<f64> = (0..4)
+                .map(|a| median(runs[wi][a].iter().map(|r| r.peak_rss as f64).collect()))
+                .collect();
+            (t[0] / t[2].min(t[3]), m[0] / m[2].min(m[3]))
+        })
+        .collect();
+    let bars = RatioBars {
+        caption: "poolalloc / best of jemalloc and mimalloc (below 1 is better)",
+        time_label: "time",
+        names_height: 90,
+        names_style: Names::Rotated,
+        names: &names,
+        ratios: &ratios,
+    };
+    let svg = dir.join("ratios.svg");
+    let png = dir.join("ratios.png");
+    bars.draw(plotters::prelude::SVGBackend::new(&svg, (1100, 520)))
+        .ok();
+    bars.draw(plotters::prelude::BitMapBackend::new(&png, (1100, 520)))
+        .ok();
+    for (wi, w) in workloads.iter().enumerate().filter(|(_, w)| w.2) {
+        // The last round's samples of each allocator.
+        let series: Vec<(&str, Vec<(u32, usize)>)> = (0..4)
+            .map(|a| {
+                (
+                    ALLOCATORS[a],
+                    runs[wi][a]
+                        .last()
+                        .map(|r| r.samples.clone())
+                        .unwrap_or_default(),
+                )
+            })
+            .collect();
+        let svg = dir.join(format!("rss-{}.svg", w.0));
+        let png = dir.join(format!("rss-{}.png", w.0));
+        draw_rss(
+            plotters::prelude::SVGBackend::new(&svg, (900, 420)),
+            w.0,
+            &series,
+        );
+        draw_rss(
+            plotters::prelude::BitMapBackend::new(&png, (900, 420)),
+            w.0,
+            &series,
+        );
+    }
+}
+
+/// RSS over time of one workload under each allocator (`series`: its name and (ms, bytes) samples).
+fn draw_rss<B: plotters::prelude::DrawingBackend>(
+    backend: B,
+    name: &str,
+    series: &[(&str, Vec<(u32, usize)>)],
+) {
+    use plotters::prelude::*;
+    let root = backend.into_drawing_area();
+    root.fill(&WHITE).ok();
+    let tmax = series
+        .iter()
+        .flat_map(|s| s.1.iter().map(|p| p.0))
+        .max()
+        .unwrap_or(1)
+        .max(1) as f64
+        / 1000.0;
+    let ymax = series
+        .iter()
+        .flat_map(|s| s.1.iter().map(|p| p.1))
+        .max()
+        .unwrap_or(1) as f64
+        / 1048576.0
+        * 1.1;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(format!("{name}: RSS over time"), ("sans-serif", 20))
+        .margin(15)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0f64..tmax, 0f64..ymax.max(1.0))
+        .unwrap();
+    chart
+        .configure_mesh()
+        .x_desc("seconds")
+        .y_desc("RSS (MiB)")
+        .draw()
+        .unwrap();
+    for (k, (alloc, pts)) in series.iter().enumerate() {
+        chart
+            .draw_series(LineSeries::new(
+                pts.iter()
+                    .map(|&(ms, r)| (ms as f64 / 1000.0, r as f64 / 1048576.0)),
+                COLORS[k].stroke_width(2),
+            ))
+            .unwrap()
+            .label(*alloc)
+            .legend(move |(x, y)| {
+                PathElement::new([(x, y), (x + 15, y)], COLORS[k].stroke_width(2))
+            });
+    }
+    legend(&mut chart);
+    root.present().ok();
+}
