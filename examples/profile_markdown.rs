@@ -25,8 +25,13 @@ static GLOBAL: poolalloc::PoolAlloc = poolalloc::PoolAlloc::new();
 mod pprof;
 
 #[cfg(all(target_os = "linux", target_env = "gnu", not(poolalloc_no_bench_peers)))]
+#[path = "../benches/report/registry.rs"]
+#[allow(dead_code)] // the report's assertion, registry_texts, is not used here
+mod registry;
+
+#[cfg(all(target_os = "linux", target_env = "gnu", not(poolalloc_no_bench_peers)))]
 mod markdown {
-    use super::pprof;
+    use super::{pprof, registry};
     use poolalloc::profile::{self, Config};
     use std::hint::black_box;
     use std::path::PathBuf;
@@ -34,39 +39,15 @@ mod markdown {
     const MIB: f64 = (1 << 20) as f64;
 
     /// The `.md` files (at most 256 KiB each: generated files say little about a heap) under cargo's
-    /// registry sources, sorted by path: the report's input (`registry_texts` in
-    /// `benches/report/crates.rs`), all of it.
+    /// registry sources, sorted by path: the report's input (`benches/report/registry.rs`), all
+    /// of it.
     #[inline(never)]
     fn read_documents() -> Vec<String> {
-        let home = std::env::var_os("CARGO_HOME")
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
-            .expect("neither CARGO_HOME nor HOME is set");
-        let mut files = Vec::new();
-        let mut dirs = vec![home.join("registry").join("src")];
-        while let Some(d) = dirs.pop() {
-            let Ok(rd) = std::fs::read_dir(&d) else {
-                continue;
-            };
-            for e in rd.flatten() {
-                let path = e.path();
-                if path.is_dir() {
-                    dirs.push(path);
-                } else if path.extension().is_some_and(|x| x == "md") {
-                    files.push(path);
-                }
-            }
-        }
-        files.sort();
-        let docs: Vec<String> = files
-            .iter()
-            .filter_map(|f| std::fs::read_to_string(f).ok())
-            .filter(|t| t.len() <= 256 * 1024)
-            .collect();
+        let (docs, _) = registry::read_registry("md", usize::MAX);
         assert!(
             !docs.is_empty(),
             "no .md files under {}: build the benchmarks first (their dependencies' sources are the input)",
-            home.display()
+            registry::cargo_home().display()
         );
         black_box(docs)
     }

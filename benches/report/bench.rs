@@ -38,11 +38,13 @@ mod large_buffers;
 mod markdown;
 mod patterns;
 mod rayon_reduce;
+mod registry;
 // The Markdown tables and the charts.
 mod output;
 
-use crates::{registry_texts, rust_sources, write_json_input};
+use crates::write_json_input;
 use frag::after_free;
+use registry::registry_texts;
 
 // ------------------------------------------------------------------------------------------------
 // The switching global allocator.

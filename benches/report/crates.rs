@@ -1,66 +1,19 @@
 //! Real programs: published crates doing their ordinary job on real input (the sources and
 //! metadata of this benchmark's own dependencies), and the readers of that input.
 
+use super::registry::registry_texts;
 use super::{Extra, Params};
 use crate::harness::cargo::{cargo, report_dir};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::mpsc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// The `.rs` files of the crates in cargo's registry source cache (the sources of this benchmark's
 /// own dependencies, so every machine that built it has them), sorted by path, up to `cap` bytes.
 pub fn rust_sources(cap: usize) -> Vec<String> {
     registry_texts("rs", cap)
-}
-
-/// The files with extension `ext` in cargo's registry source cache (the sources of this
-/// benchmark's own dependencies, present on every machine that built it, with no network at run
-/// time), sorted by path, read until `cap` bytes; files over 256 KiB are skipped. The same
-/// lockfile gives the same files on every machine.
-pub fn registry_texts(ext: &str, cap: usize) -> Vec<String> {
-    let home = std::env::var_os("CARGO_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
-        .expect("neither CARGO_HOME nor HOME is set");
-    let mut files = Vec::new();
-    let mut dirs = vec![home.join("registry").join("src")];
-    while let Some(d) = dirs.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            let path = e.path();
-            if path.is_dir() {
-                dirs.push(path);
-            } else if path.extension().is_some_and(|x| x == ext) {
-                files.push(path);
-            }
-        }
-    }
-    files.sort();
-    let mut out = Vec::new();
-    let mut total = 0;
-    for f in files {
-        if total >= cap {
-            break;
-        }
-        if let Ok(text) = std::fs::read_to_string(&f) {
-            // Generated files (hundreds of KiB of tables or literals) say little about a heap.
-            if text.len() <= 256 * 1024 {
-                total += text.len();
-                out.push(text);
-            }
-        }
-    }
-    assert!(
-        total >= cap / 2,
-        "found only {total} bytes of .{ext} files under {}: build the benchmark first (its \
-         dependencies' sources are the input)",
-        home.display()
-    );
-    out
 }
 
 /// syn-parse: `syn` parses a few MB of real Rust sources into full ASTs, kept until all are parsed
@@ -107,10 +60,9 @@ pub fn json_roundtrip(p: Params) -> Extra {
     }
 }
 
-/// rayon-drop: a `rayon` job counts the words of every source file in parallel into per-file
-/// maps; another (plain) thread receives the results and drops them.
-pub fn rayon_drop(p: Params) -> Extra {
-    use rayon::prelude::*;
+/// The rayon workloads' set-up: 1 MB of sources per scale unit, the time it took to read them,
+/// and a pool of `p.threads` threads.
+pub fn rayon_setup(p: Params) -> (Vec<String>, Duration, rayon::ThreadPool) {
     let t = Instant::now();
     let sources = rust_sources(1_000_000 * p.scale);
     let setup = t.elapsed();
@@ -118,6 +70,14 @@ pub fn rayon_drop(p: Params) -> Extra {
         .num_threads(p.threads)
         .build()
         .unwrap();
+    (sources, setup, pool)
+}
+
+/// rayon-drop: a `rayon` job counts the words of every source file in parallel into per-file
+/// maps; another (plain) thread receives the results and drops them.
+pub fn rayon_drop(p: Params) -> Extra {
+    use rayon::prelude::*;
+    let (sources, setup, pool) = rayon_setup(p);
     let (tx, rx) = mpsc::channel::<Vec<BTreeMap<String, usize>>>();
     let dropper = std::thread::spawn(move || rx.into_iter().map(|v| v.len()).sum::<usize>());
     for _ in 0..3 {

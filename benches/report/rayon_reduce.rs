@@ -6,19 +6,13 @@
 //! rayon-drop (results collected, then dropped by one plain thread) differs: here every worker
 //! frees what others made, in the middle of the job.
 
-use super::{Extra, Params, rust_sources};
+use super::crates::rayon_setup;
+use super::{Extra, Params};
 use rayon::prelude::*;
 use std::collections::HashMap;
-use std::time::Instant;
 
 pub(super) fn rayon_reduce(p: Params) -> Extra {
-    let t = Instant::now();
-    let sources = rust_sources(1_000_000 * p.scale);
-    let setup = t.elapsed();
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(p.threads)
-        .build()
-        .unwrap();
+    let (sources, setup, pool) = rayon_setup(p);
     for _ in 0..6 {
         let counts: HashMap<String, usize> = pool.install(|| {
             sources
