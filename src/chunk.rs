@@ -363,24 +363,26 @@ pub unsafe fn take_local(c: *mut Chunk) -> bool {
     }
 }
 
-/// Pushes slot `s` onto the remote-free list of its chunk `c` (a free by a thread that does not
-/// own `c`). Returns true when this free cleared [`FULL`]: the caller must tell the owner.
+/// Pushes the slots `head` … `tail` (linked by [`FreeSlot::set_next`], `tail`'s link to be
+/// written here) onto the remote-free list of their chunk `c`, with one CAS: frees by a thread
+/// that does not own `c` (one slot: `head == tail`). Returns true when this push cleared [`FULL`]:
+/// the caller must tell the owner.
 ///
 /// # Safety
-/// `s` must be a handed-out slot of `c` that nobody uses any more.
+/// Every slot of the list must be a handed-out slot of `c` that nobody uses any more.
 #[inline]
-pub unsafe fn push_remote(c: *mut Chunk, s: *mut FreeSlot) -> bool {
-    // SAFETY: c is a live header (its slot s is handed out); `remote` is an atomic any thread may
-    // push onto; s is ours to write until the CAS publishes it.
+pub unsafe fn push_remote(c: *mut Chunk, head: *mut FreeSlot, tail: *mut FreeSlot) -> bool {
+    // SAFETY: c is a live header (its slots are handed out); `remote` is an atomic any thread may
+    // push onto; the slots are ours to write until the CAS publishes them.
     unsafe {
         let remote = &(*c).remote;
         let mut old = remote.load(Ordering::Relaxed);
         loop {
-            FreeSlot::set_next(s, (old & !FULL) as *mut FreeSlot);
-            // Release: the link written above is visible to the owner's acquire swap.
+            FreeSlot::set_next(tail, (old & !FULL) as *mut FreeSlot);
+            // Release: the links written before are visible to the owner's acquire swap.
             match remote.compare_exchange_weak(
                 old,
-                s as usize,
+                head as usize,
                 Ordering::Release,
                 Ordering::Relaxed,
             ) {
@@ -574,7 +576,7 @@ mod tests {
                             (*c).local_free = s;
                             set_used(c, used(c) - 1);
                         }
-                        1 => assert_eq!(push_remote(c, s), i == 1, "FULL cleared once"),
+                        1 => assert_eq!(push_remote(c, s, s), i == 1, "FULL cleared once"),
                         _ => {}
                     }
                 }
@@ -630,7 +632,7 @@ mod tests {
                 std::thread::spawn(move || {
                     for s in part {
                         // SAFETY: each slot is handed out once and freed once, here.
-                        unsafe { push_remote(cc as *mut Chunk, s as *mut FreeSlot) };
+                        unsafe { push_remote(cc as *mut Chunk, s as *mut FreeSlot, s as *mut FreeSlot) };
                     }
                 })
             })

@@ -17,7 +17,9 @@
 //!         hinted full chunks back to avail; next avail chunk; adopt an abandoned chunk;
 //!         a chunk from the source (retained empty, spare, fresh)
 //! free:   owner == this heap ─▶ push local_free, used -= 1  (no lock, no atomic)
-//!         else ─▶ CAS onto the chunk's remote list; the free that clears FULL sets owner.hint
+//!         else ─▶ onto this heap's batch for the class (`Batch`), which goes onto the chunk's
+//!                 remote list with one CAS when full, when a free goes to another chunk, or on
+//!                 this thread's next slow path; the push that clears FULL sets owner.hint
 //! ```
 //!
 //! Heaps live in memory mapped once and never unmapped (a free list of heaps is reused by new
@@ -76,7 +78,48 @@ pub struct Heap {
     /// Registry (or free-list) links, under the registry lock.
     prev: *mut Heap,
     next: *mut Heap,
+    /// Per class, remote frees waiting to go to their chunk together (owner only).
+    batches: [Batch; NUM_CLASSES],
+    /// Bit `c`: `batches[c]` holds slots (owner only).
+    batched: u64,
 }
+
+/// Remote frees of one class into one chunk, linked through the slots like a free list, waiting
+/// to be pushed onto the chunk's `remote` list with one CAS (snmalloc batches remote frees per
+/// destination the same way). A batched slot is already counted as freed in the heap's `pending`
+/// (so `stats` is exact), and still counted in its chunk's `used` (so the chunk can neither be
+/// released nor change class while a batch holds its slots).
+struct Batch {
+    /// The slots' chunk, or null when the batch is empty.
+    chunk: *mut Chunk,
+    head: *mut FreeSlot,
+    tail: *mut FreeSlot,
+    n: u32,
+}
+
+/// A batch goes to its chunk once it holds this many bytes (or [`BATCH_SLOTS`] slots), when a
+/// remote free of its class goes to another chunk, and when its thread allocates on a slow path,
+/// trims or exits. So a thread that stops freeing holds at most one batch per class.
+const BATCH_BYTES: usize = 16 << 10;
+/// The most slots a batch holds.
+const BATCH_SLOTS: u32 = 64;
+/// Per class, the slots a batch holds before it goes: `BATCH_BYTES / size`, within 1..=BATCH_SLOTS.
+static BATCH_LIMIT: [u32; NUM_CLASSES] = {
+    let mut t = [0u32; NUM_CLASSES];
+    let mut c = 0;
+    while c < NUM_CLASSES {
+        let n = BATCH_BYTES / crate::size_class::CLASS_SIZE[c];
+        t[c] = if n < 1 {
+            1
+        } else if n > BATCH_SLOTS as usize {
+            BATCH_SLOTS
+        } else {
+            n as u32
+        };
+        c += 1;
+    }
+    t
+};
 
 const fn new_heap() -> Heap {
     Heap {
@@ -97,6 +140,15 @@ const fn new_heap() -> Heap {
         lists: Lock::new(()),
         prev: ptr::null_mut(),
         next: ptr::null_mut(),
+        batches: [const {
+            Batch {
+                chunk: ptr::null_mut(),
+                head: ptr::null_mut(),
+                tail: ptr::null_mut(),
+                n: 0,
+            }
+        }; NUM_CLASSES],
+        batched: 0,
     }
 }
 
@@ -273,7 +325,13 @@ fn alloc_slow(size: usize, c: usize, h: *mut Heap) -> *mut u8 {
         return alloc_shared(c, size);
     }
     // SAFETY: h is this thread's heap.
-    unsafe { alloc_from(h, c, size) }
+    unsafe {
+        // Batched remote frees go out whenever this thread visits a slow path.
+        if (*h).batched != 0 {
+            flush_all(h);
+        }
+        alloc_from(h, c, size)
+    }
 }
 
 /// Pops a slot of class `c` from heap `h`, refilling its current chunk as needed.
@@ -493,6 +551,9 @@ unsafe fn retire(ch: *mut Chunk) {
 }
 
 /// A free by a thread that does not own the slot's chunk (or has no heap yet, or has exited).
+/// The slot joins this heap's batch for its class ([`Batch`]), unless the chunk has no owner (its
+/// thread exited: nobody allocates from it, and the source reaps it once it empties) or this
+/// thread has no heap: then it goes to the chunk at once.
 #[cold]
 #[inline(never)]
 // Arguments in the order the fast path holds them, as `alloc_slow`'s.
@@ -501,27 +562,109 @@ unsafe fn free_remote(p: *mut u8, size: usize, h: *mut Heap, owner: *mut u8) {
     let h = if h == empty() { init_heap() } else { h };
     // SAFETY: p is a handed-out slot of ch that nobody uses any more (caller): until it is pushed
     // the chunk cannot change hands, so its class and `remote_requested` are this chunk's.
-    let (c, was_full) = unsafe {
-        let c = (*ch).class as usize;
+    let c = unsafe {
         if size != 0 {
             (*ch).remote_requested.fetch_add(size as u32, Relaxed);
         }
-        (c, chunk::push_remote(ch, p.cast()))
+        (*ch).class as usize
     };
+    if h == exited() || owner.is_null() {
+        // SAFETY: as above.
+        let was_full = unsafe { chunk::push_remote(ch, p.cast(), p.cast()) };
+        hint_if_full(was_full, owner, c);
+        if h == exited() {
+            ORPHAN[c].pending.fetch_add(1, Relaxed);
+        } else {
+            // SAFETY: h is this thread's heap: its counters are ours to write.
+            unsafe { owner_add(&(*bin(h, c)).pending, 1) };
+        }
+        return;
+    }
+    // SAFETY: h is this thread's heap (batches and counters are ours); p is ours to link until
+    // its batch is pushed.
+    unsafe {
+        owner_add(&(*bin(h, c)).pending, 1);
+        let b = batch(h, c);
+        let s = p.cast::<FreeSlot>();
+        if (*b).chunk == ch {
+            FreeSlot::set_next(s, (*b).head);
+            (*b).head = s;
+            (*b).n += 1;
+        } else {
+            if !(*b).chunk.is_null() {
+                flush(h, c);
+            }
+            FreeSlot::set_next(s, ptr::null_mut());
+            *b = Batch {
+                chunk: ch,
+                head: s,
+                tail: s,
+                n: 1,
+            };
+            (*h).batched |= 1 << c;
+        }
+        if (*b).n >= BATCH_LIMIT[c] {
+            flush(h, c);
+        }
+    }
+}
+
+/// Heap `h`'s batch of class `c`.
+#[inline(always)]
+fn batch(h: *mut Heap, c: usize) -> *mut Batch {
+    debug_assert!(c < NUM_CLASSES);
+    // SAFETY: as in `bin`.
+    unsafe { (&raw mut (*h).batches).cast::<Batch>().add(c) }
+}
+
+/// Pushes heap `h`'s batch of class `c` (not empty) onto its chunk's remote list.
+///
+/// # Safety
+/// The caller owns `h`.
+unsafe fn flush(h: *mut Heap, c: usize) {
+    // SAFETY: the caller owns h; the batch's slots are live in the chunk's count until the push,
+    // so the chunk is live and keeps its class; after the push they are the owner's.
+    unsafe {
+        let b = batch(h, c);
+        let ch = (*b).chunk;
+        debug_assert!(!ch.is_null());
+        // Read before the push: after it the chunk may be collected and released.
+        let owner = (*ch).owner.load(Relaxed);
+        let was_full = chunk::push_remote(ch, (*b).head, (*b).tail);
+        hint_if_full(was_full, owner, c);
+        *b = Batch {
+            chunk: ptr::null_mut(),
+            head: ptr::null_mut(),
+            tail: ptr::null_mut(),
+            n: 0,
+        };
+        (*h).batched &= !(1 << c);
+    }
+}
+
+/// Pushes every batch heap `h` holds.
+///
+/// # Safety
+/// The caller owns `h`.
+unsafe fn flush_all(h: *mut Heap) {
+    // SAFETY: forwarded.
+    unsafe {
+        let mut bits = (*h).batched;
+        while bits != 0 {
+            flush(h, bits.trailing_zeros() as usize);
+            bits &= bits - 1;
+        }
+    }
+}
+
+/// A remote free that cleared a chunk's FULL flag tells its owner (read before the push), so
+/// the owner looks at its full list again. Heaps are never unmapped, so a stale owner only gets a
+/// spurious hint.
+#[inline]
+fn hint_if_full(was_full: bool, owner: *mut u8, c: usize) {
     if was_full && !owner.is_null() {
-        // The owner was read before the push: after it the chunk may be collected and released.
-        // Heaps are never unmapped, so a stale owner only gets a spurious hint.
         // SAFETY: owner points at a heap in the heap arena (or a static heap).
         unsafe { (*owner.cast::<Heap>()).hint.fetch_or(1 << c, Relaxed) };
-    }
-    let counters: *const Bin = if h == exited() { &ORPHAN[c] } else { bin(h, c) };
-    // SAFETY: the counters are this thread's own, or the orphan totals (atomics).
-    unsafe {
-        if h == exited() {
-            (*counters).pending.fetch_add(1, Relaxed);
-        } else {
-            owner_add(&(*counters).pending, 1);
-        }
     }
 }
 
@@ -681,7 +824,10 @@ fn thread_exited() {
     }
     slot::set(exited());
     // SAFETY: h was this thread's heap; from now on no thread uses it until it is reused.
-    unsafe { abandon_all(h) };
+    unsafe {
+        flush_all(h);
+        abandon_all(h);
+    }
 }
 
 /// Gives back or abandons every chunk of `h`, folds its counters into the orphan totals, and puts
@@ -768,6 +914,7 @@ pub fn trim_current_thread() {
     }
     // SAFETY: h is this thread's heap.
     unsafe {
+        flush_all(h);
         for c in 0..NUM_CLASSES {
             let b = bin(h, c);
             if (*h).hint.load(Relaxed) & (1 << c) != 0 {
