@@ -261,6 +261,74 @@ fn trim_from_many_threads_at_once_is_safe() {
     }
 }
 
+/// Remote frees wait in the freeing thread's batches before they reach their chunk: while both
+/// threads run, the counts are already exact (a batched slot is counted as freed, and as cached);
+/// the freeing thread's `trim` sends its batches, after which the owner's `trim` collects them
+/// and nothing is cached.
+#[test]
+fn batched_remote_frees_are_counted_at_once_and_sent_by_trim() {
+    use std::sync::mpsc::channel;
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    poolalloc::trim();
+    let c = class_index(48);
+    let l = Layout::from_size_align(48, 8).unwrap();
+    let before = poolalloc::stats();
+    // The owner: allocates, hands the blocks over, trims when told, exits when told.
+    let (to_main, from_owner) = channel::<Vec<usize>>();
+    let (to_owner, owner_rx) = channel::<()>();
+    let owner = std::thread::spawn(move || {
+        // SAFETY: a non-zero layout; the blocks are freed by the consumer with it.
+        let blocks: Vec<usize> = (0..1000).map(|_| unsafe { P.alloc(l) } as usize).collect();
+        to_main.send(blocks).unwrap();
+        owner_rx.recv().unwrap();
+        poolalloc::trim();
+        to_main.send(Vec::new()).unwrap();
+        owner_rx.recv().unwrap();
+    });
+    // The consumer: frees them all, trims when told, exits when told.
+    let (to_consumer, consumer_rx) = channel::<Vec<usize>>();
+    let (consumer_done, from_consumer) = channel::<()>();
+    let consumer = std::thread::spawn(move || {
+        for p in consumer_rx.recv().unwrap() {
+            // SAFETY: allocated by P with l, freed once.
+            unsafe { P.dealloc(p as *mut u8, l) };
+        }
+        consumer_done.send(()).unwrap();
+        consumer_rx.recv().unwrap();
+        poolalloc::trim();
+        consumer_done.send(()).unwrap();
+        consumer_rx.recv().unwrap();
+    });
+    to_consumer.send(from_owner.recv().unwrap()).unwrap();
+    from_consumer.recv().unwrap();
+    let freed = poolalloc::stats();
+    assert_eq!(
+        freed.classes()[c].live_slots,
+        before.classes()[c].live_slots,
+        "{freed}"
+    );
+    assert_eq!(
+        freed.classes()[c].requested_bytes,
+        before.classes()[c].requested_bytes
+    );
+    assert!(freed.classes()[c].cached_slots >= 1000, "{freed}");
+    // The consumer sends what it holds; the owner collects it and gives the empty chunks back.
+    to_consumer.send(Vec::new()).unwrap();
+    from_consumer.recv().unwrap();
+    to_owner.send(()).unwrap();
+    from_owner.recv().unwrap();
+    let trimmed = poolalloc::stats();
+    assert_eq!(trimmed.classes()[c].cached_slots, 0, "{trimmed}");
+    assert_eq!(
+        trimmed.classes()[c].live_slots,
+        before.classes()[c].live_slots
+    );
+    to_consumer.send(Vec::new()).unwrap();
+    to_owner.send(()).unwrap();
+    owner.join().unwrap();
+    consumer.join().unwrap();
+}
+
 /// A block that realloc keeps in its slot stays counted there: one live slot of the slot's class
 /// with its new requested size, while it shrinks into a smaller class's sizes, grows back, and is
 /// freed (on another thread) with its last layout.
