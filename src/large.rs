@@ -57,10 +57,15 @@ pub unsafe fn dealloc(p: *mut u8, layout: Layout) {
 /// # Safety
 /// As `GlobalAlloc::realloc`, for a block from this module that stays large.
 pub unsafe fn realloc(p: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+    // Off the hardened table of live blocks before the system may free `p`: its address can be
+    // handed to another thread at once, whose block must then not be taken off the table by us.
+    hardened::on_large_free(p, false);
     // SAFETY: forwarded contract.
     let q = unsafe { System.realloc(p, layout, new_size) };
-    if !q.is_null() {
-        hardened::on_large_free(p, false);
+    if q.is_null() {
+        // `p` lives on unchanged.
+        hardened::on_large_alloc(p);
+    } else {
         hardened::on_large_alloc(q);
         count(false, layout.size());
         count(true, new_size);
