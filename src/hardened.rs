@@ -6,7 +6,7 @@
 //! | double free, realloc of a freed block | free slots of 16 B and more carry a keyed tag of their address in their second word; an 8-byte slot counts as free while its only word decodes to a link a free slot could hold (handing it out overwrites the word); large blocks: a table of live blocks |
 //! | free of an interior, unaligned, wild, foreign or never-allocated pointer | the address map of our chunks (`addr_map`); the slot grid of the chunk (a multiply, not a division); the chunk's carved watermark; the live-large-block table |
 //! | size-mismatched dealloc | the layout's class against the chunk header's class (a smaller class is accepted where `realloc` may have shrunk the block in place: at least half the slot, `size_class::stays`) |
-//! | corrupted free-list links | links stored as `rotl(p ^ k1, k0) + k0` with per-process keys, and a decoded link must name a chunk of ours of the same class |
+//! | corrupted free-list links | links stored as `rotl(p ^ k1, k0) + k0` with per-process keys; a decoded link must be a free slot of the same chunk: in its slot area and carrying its own tag (8-byte slots: a carved slot's start) |
 //! | write after free | freed slots carry their tag and the `0x1deadb0b` pattern in their first 64 bytes (after the link word), checked when handed out again; freed large spans of the C library wait for reuse read-only (a write faults) |
 //! | free of a pointer on the stack or in static data (C library) | a pointer outside our mappings is checked against the thread's stack and the loaded objects' images |
 //! | overflow or underflow by a few bytes of a large block (C library) | keyed canaries in the last word of the span header and just after the block (its usable size is then the request rounded to 16 bytes, not to the page), checked at every lookup of the block |
@@ -27,7 +27,7 @@ pub use imp::*;
 #[cfg(feature = "hardened")]
 mod imp {
     use crate::chunk::{self, FreeSlot};
-    use crate::link::{self, POISON, POISON_BYTES, POISON_WORDS, decode, tag};
+    use crate::link::{self, POISON, POISON_BYTES, decode, tag};
     use crate::lock::Lock;
     use crate::addr_table::AddrTable;
     use crate::{addr_map, os, size_class};
@@ -35,22 +35,34 @@ mod imp {
 
     pub use crate::fatal::fatal;
 
-    /// Checks a decoded link read from slot `from`: null, or the start of a carved slot of the same
-    /// chunk (every list of free slots is a chunk's own). A link a stray write changed anywhere
-    /// but in bits that keep it a slot start of that chunk is caught here: in its low bits it is
-    /// no slot start, in its high bits it leaves the chunk.
+    /// Checks a decoded link read from slot `from`, a slot of `size` bytes: null, or the start of
+    /// a free slot of the same chunk (every list of free slots is a chunk's own). For slots of
+    /// 16 bytes and more, "a free slot's start" is read from the slot itself: its second word must
+    /// be its keyed tag (one load from the line the next hand-out reads anyway, and no header
+    /// field, multiply or table). That also catches a link to a live block of the chunk, which a
+    /// slot-start test passed on to the hand-out. 8-byte slots carry no tag: there the link must
+    /// be the start of a carved slot (a multiply by the class's reciprocal).
     #[inline(always)]
-    fn check_link(from: *mut FreeSlot, next: *mut FreeSlot) {
+    fn check_link(from: *mut FreeSlot, next: *mut FreeSlot, size: usize) {
         if next.is_null() {
             return;
         }
-        let c = chunk::of(from);
-        let ok = chunk::of(next) == c && {
+        let base = from as usize & !(chunk::CHUNK_SIZE - 1);
+        let off = (next as usize).wrapping_sub(base);
+        let ok = if size >= 16 {
+            // The read of words 1 of `next` stays in the chunk's slot area.
+            off <= chunk::CHUNK_SIZE - chunk::HEADER_SIZE - 16
+                // SAFETY: next + 8 .. next + 16 lies in the slot area of `from`'s chunk (just
+                // checked), mapped memory of ours; unaligned, since `next` may be any address.
+                && unsafe { next.cast::<u8>().add(8).cast::<u64>().read_unaligned() }
+                    == tag(next.cast())
+        } else {
             // SAFETY: `from` is a free slot of one of our chunks, so its header is readable; the
             // caller is the chunk's owner, the only writer of `bump`.
-            let (class, bump) = unsafe { ((*c).class as usize, (*c).bump) };
-            let off = next as usize - chunk::base(c) as usize;
-            slot_index(off, class) * slot_size(class) == off && (next as usize) < bump as usize
+            let (class, bump) = unsafe { ((*chunk::of(from)).class as usize, (*chunk::of(from)).bump) };
+            off < chunk::CHUNK_SIZE
+                && slot_index(off, class) * slot_size(class) == off
+                && (next as usize) < bump as usize
         };
         if !ok {
             fatal(format_args!(
@@ -113,15 +125,15 @@ mod imp {
         ((off as u64 * unsafe { *RECIP.get_unchecked(class) }) >> 40) as usize
     }
 
-    /// Validates `p` as the start of a carved slot in one of our chunks, for a block of `size` bytes
-    /// aligned to `align` (whose class is `class`), or aborts naming the problem; returns the
-    /// slot's class. That is `class`, or a larger one when `realloc` shrank the block in place:
-    /// the sizes [`size_class::stays`] allows in the slot are accepted, no others. `what` names
-    /// the operation for the message.
+    /// Validates `p` as the start of a carved slot in one of our chunks, for a small block of
+    /// `size` bytes aligned to `align`, or aborts naming the problem; returns the slot's class.
+    /// That is the layout's class, or a larger one when `realloc` shrank the block in place: the
+    /// sizes [`size_class::stays`] allows in the slot are accepted, no others. `what` names the
+    /// operation for the message. The layout's own class is looked up only for a message.
     #[inline]
-    fn slot_of(p: *mut u8, class: usize, size: usize, align: usize, what: &'static str) -> usize {
+    fn slot_of(p: *mut u8, size: usize, align: usize, what: &'static str) -> usize {
         if !is_ours(p) {
-            invalid(what, p, class, Invalid::Foreign);
+            invalid(what, p, size, align, Invalid::Foreign);
         }
         let c = chunk::of(p);
         // SAFETY: p's chunk is ours and mapped, so its header is readable; `magic` and `class` change
@@ -130,22 +142,21 @@ mod imp {
         let (magic, hclass, carved) =
             unsafe { ((*c).magic, (*c).class, (*c).carved.load(Acquire)) };
         if magic != chunk::LIVE {
-            invalid(what, p, class, Invalid::NotInUse);
+            invalid(what, p, size, align, Invalid::NotInUse);
         }
         let hclass = hclass as usize;
-        if hclass != class
-            && (hclass >= size_class::NUM_CLASSES
-                || !size_class::stays(hclass, size, align, p as usize))
+        // `stays` accepts every size of the slot's own class and the sizes a shrink in place
+        // leaves there, nothing else.
+        if hclass >= size_class::NUM_CLASSES || !size_class::stays(hclass, size, align, p as usize)
         {
-            invalid(what, p, class, Invalid::Mismatch(hclass));
+            invalid(what, p, size, align, Invalid::Mismatch(hclass));
         }
-        let class = hclass;
-        let slot = slot_size(class);
-        let off = p as usize - chunk::base(c) as usize;
-        if slot_index(off, class) * slot != off || p as usize >= carved {
-            invalid(what, p, class, Invalid::NotStart);
+        let slot = slot_size(hclass);
+        let off = p as usize & (chunk::CHUNK_SIZE - 1);
+        if slot_index(off, hclass) * slot != off || p as usize >= carved {
+            invalid(what, p, size, align, Invalid::NotStart(hclass));
         }
-        class
+        hclass
     }
 
     /// What is wrong with a pointer given to `free` or `realloc`.
@@ -155,15 +166,24 @@ mod imp {
         NotInUse,
         /// The block's class (from its chunk header).
         Mismatch(usize),
-        NotStart,
+        /// The class of the slots there (from the chunk header).
+        NotStart(usize),
     }
 
     /// Aborts naming what is wrong with `p`. Out of line, so the checks' fast path carries no
     /// formatting set-up.
     #[cold]
     #[inline(never)]
-    fn invalid(what: &str, p: *mut u8, class: usize, why: Invalid) -> ! {
-        let size = slot_size(class);
+    fn invalid(what: &str, p: *mut u8, size: usize, align: usize, why: Invalid) -> ! {
+        let class_size = |c: Option<usize>| c.map_or(0, slot_size);
+        // `stays` also fails a pointer that lacks the layout's alignment: where the classes agree,
+        // that is what is wrong.
+        let why = match why {
+            Invalid::Mismatch(found) if size_class::class_of(size, align) == Some(found) => {
+                Invalid::NotStart(found)
+            }
+            why => why,
+        };
         match why {
             Invalid::Foreign => fatal(format_args!(
                 "{what} of invalid pointer {p:p}: not allocated by poolalloc (wild or foreign pointer)"
@@ -172,11 +192,13 @@ mod imp {
                 "{what} of invalid pointer {p:p}: its chunk is not in use"
             )),
             Invalid::Mismatch(found) => fatal(format_args!(
-                "size mismatch: {what} of {p:p} with a layout of the {size}-byte class, but the block is in the {}-byte class",
+                "size mismatch: {what} of {p:p} with a layout of the {}-byte class, but the block is in the {}-byte class",
+                class_size(size_class::class_of(size, align)),
                 size_class::CLASS_SIZE.get(found).copied().unwrap_or(0)
             )),
-            Invalid::NotStart => fatal(format_args!(
-                "{what} of invalid pointer {p:p}: not the start of a block (interior, unaligned or never-allocated pointer into {size}-byte slots)"
+            Invalid::NotStart(class) => fatal(format_args!(
+                "{what} of invalid pointer {p:p}: not the start of a block (interior, unaligned or never-allocated pointer into {}-byte slots)",
+                slot_size(class)
             )),
         }
     }
@@ -185,8 +207,8 @@ mod imp {
     #[inline(always)]
     fn slot_size(class: usize) -> usize {
         debug_assert!(class < size_class::NUM_CLASSES);
-        // SAFETY: class < NUM_CLASSES (callers pass classes from class_of or a checked header).
-        unsafe { *size_class::CLASS_SIZE.get_unchecked(class) }
+        // The table `stays` reads too, so a check that uses both loads the size once.
+        size_class::size_of(class)
     }
 
     /// A slot of class `class` is being handed out: it must carry its free mark and be untouched.
@@ -194,9 +216,9 @@ mod imp {
     pub fn on_hand_out(p: *mut u8, class: usize) {
         // The link the slot held is now its chunk's `free` (the hand-out was a pop by the owner, this
         // thread): it must be null or a slot of a chunk of ours of the same class.
-        // SAFETY: p was just handed out of its chunk, whose header is live and owned by this thread.
-        check_link(p.cast(), unsafe { (*chunk::of(p)).free });
         let size = slot_size(class);
+        // SAFETY: p was just handed out of its chunk, whose header is live and owned by this thread.
+        check_link(p.cast(), unsafe { (*chunk::of(p)).free }, size);
         if size < 16 {
             // Its link was checked when it was taken off its list; zeroing it makes the block live.
             // SAFETY: the slot is ours now, one 8-aligned word.
@@ -209,15 +231,8 @@ mod imp {
             if w.add(1).read() != tag(p) {
                 bad_hand_out(p, size, 8);
             }
-            let intact = if size >= POISON_BYTES {
-                // One fixed-size read folded with xor/or (a slice compare would call memcmp); the
-                // offending word is found only on failure.
-                let words = w.add(2).cast::<[u64; POISON_WORDS]>().read();
-                words.iter().fold(0, |acc, &x| acc | (x ^ POISON)) == 0
-            } else {
-                (2..size / 8).all(|i| w.add(i).read() == POISON)
-            };
-            if !intact {
+            // The offending word is found only on failure.
+            if !link::poison_intact(p, size) {
                 let at = (2..size.min(POISON_BYTES) / 8)
                     .find(|&i| w.add(i).read() != POISON)
                     .unwrap_or(2);
@@ -242,10 +257,10 @@ mod imp {
     /// A slot of class `class` is being freed: it must be a live block of that class. Marks it free.
     #[inline]
     pub fn on_free(p: *mut u8, layout: core::alloc::Layout) {
-        let Some(class) = size_class::class_of(layout.size(), layout.align()) else {
+        if !size_class::is_small(layout.size(), layout.align()) {
             return;
-        };
-        let class = slot_of(p, class, layout.size(), layout.align(), "free");
+        }
+        let class = slot_of(p, layout.size(), layout.align(), "free");
         let size = slot_size(class);
         if size < 16 {
             // SAFETY: p is the start of a carved 8-byte slot (slot_of).
@@ -282,10 +297,10 @@ mod imp {
 
     /// `realloc` of a small block of `size` bytes aligned to `align`: it must be live.
     pub fn check_live(p: *mut u8, size: usize, align: usize) {
-        let Some(class) = size_class::class_of(size, align) else {
+        if !size_class::is_small(size, align) {
             return;
-        };
-        let class = slot_of(p, class, size, align, "realloc");
+        }
+        let class = slot_of(p, size, align, "realloc");
         let live = if slot_size(class) < 16 {
             // SAFETY: p is the start of a carved 8-byte slot (slot_of).
             !unsafe { looks_free_8(p) }
