@@ -26,9 +26,21 @@ mod imp {
     /// Poisoned words of a slot of at least [`POISON_BYTES`]: all but the link and the tag.
     pub const POISON_WORDS: usize = POISON_BYTES / 8 - 2;
 
-    static K0: AtomicUsize = AtomicUsize::new(0);
-    static K1: AtomicUsize = AtomicUsize::new(0);
-    static K2: AtomicU64 = AtomicU64::new(0);
+    /// The per-process keys: `k0`, `k1` encode links, `k2` keys the tags. One static, so a path
+    /// that uses several finds them through one address (each static from another crate costs a
+    /// load of its address from the GOT in a position-independent executable).
+    #[repr(C, align(64))]
+    struct Keys {
+        k0: AtomicUsize,
+        k1: AtomicUsize,
+        k2: AtomicU64,
+    }
+
+    static KEYS: Keys = Keys {
+        k0: AtomicUsize::new(0),
+        k1: AtomicUsize::new(0),
+        k2: AtomicU64::new(0),
+    };
 
     /// Draws the keys once, before the first chunk exists (so before any link is stored).
     pub fn init() {
@@ -41,29 +53,29 @@ mod imp {
             if (0usize.wrapping_sub(k0).rotate_right((k0 & 63) as u32) ^ k[1]) >> crate::os::ADDRESS_BITS == 0 {
                 k[1] ^= 1 << 63;
             }
-            K0.store(k0, Relaxed);
-            K1.store(k[1], Relaxed);
+            KEYS.k0.store(k0, Relaxed);
+            KEYS.k1.store(k[1], Relaxed);
             // Never zero: a zeroed slot must not carry a free mark.
-            K2.store(k[2] as u64 | 1 << 63, Relaxed);
+            KEYS.k2.store(k[2] as u64 | 1 << 63, Relaxed);
         });
     }
 
     #[inline(always)]
     pub fn encode<T>(p: *mut T) -> *mut T {
-        let (k0, k1) = (K0.load(Relaxed), K1.load(Relaxed));
+        let (k0, k1) = (KEYS.k0.load(Relaxed), KEYS.k1.load(Relaxed));
         p.map_addr(|a| (a ^ k1).rotate_left((k0 & 63) as u32).wrapping_add(k0))
     }
 
     #[inline(always)]
     pub fn decode<T>(e: *mut T) -> *mut T {
-        let (k0, k1) = (K0.load(Relaxed), K1.load(Relaxed));
+        let (k0, k1) = (KEYS.k0.load(Relaxed), KEYS.k1.load(Relaxed));
         e.map_addr(|a| a.wrapping_sub(k0).rotate_right((k0 & 63) as u32) ^ k1)
     }
 
     /// The keyed tag a free slot at `p` carries in its second word.
     #[inline(always)]
     pub fn tag(p: *mut u8) -> u64 {
-        (p as u64).rotate_left(23) ^ K2.load(Relaxed)
+        (p as u64).rotate_left(23) ^ KEYS.k2.load(Relaxed)
     }
 
     /// Marks a free slot of `size` bytes: its tag in word 1 and the poison pattern in words 2.. of
