@@ -50,16 +50,20 @@ mod imp {
         let base = from as usize & !(chunk::CHUNK_SIZE - 1);
         let off = (next as usize).wrapping_sub(base);
         let ok = if size >= 16 {
-            // The read of words 1 of `next` stays in the chunk's slot area.
+            // The read of word 1 of `next` stays in the chunk's slot area (never the header, which
+            // other threads write).
             off <= chunk::CHUNK_SIZE - chunk::HEADER_SIZE - 16
                 // SAFETY: next + 8 .. next + 16 lies in the slot area of `from`'s chunk (just
-                // checked), mapped memory of ours; unaligned, since `next` may be any address.
+                // checked), mapped memory of ours that this thread owns (a slot there is written by
+                // another thread only while it is live, which a valid link never names);
+                // unaligned, since a corrupted `next` may be any address.
                 && unsafe { next.cast::<u8>().add(8).cast::<u64>().read_unaligned() }
                     == tag(next.cast())
         } else {
+            let c = chunk::of(from);
             // SAFETY: `from` is a free slot of one of our chunks, so its header is readable; the
             // caller is the chunk's owner, the only writer of `bump`.
-            let (class, bump) = unsafe { ((*chunk::of(from)).class as usize, (*chunk::of(from)).bump) };
+            let (class, bump) = unsafe { ((*c).class as usize, (*c).bump) };
             off < chunk::CHUNK_SIZE
                 && slot_index(off, class) * slot_size(class) == off
                 && (next as usize) < bump as usize
@@ -146,7 +150,8 @@ mod imp {
         }
         let hclass = hclass as usize;
         // `stays` accepts every size of the slot's own class and the sizes a shrink in place
-        // leaves there, nothing else.
+        // leaves there, nothing else. A corrupt header's class is refused first: the slot grid
+        // below indexes its tables with it.
         if hclass >= size_class::NUM_CLASSES || !size_class::stays(hclass, size, align, p as usize)
         {
             invalid(what, p, size, align, Invalid::Mismatch(hclass));
@@ -175,7 +180,6 @@ mod imp {
     #[cold]
     #[inline(never)]
     fn invalid(what: &str, p: *mut u8, size: usize, align: usize, why: Invalid) -> ! {
-        let class_size = |c: Option<usize>| c.map_or(0, slot_size);
         // `stays` also fails a pointer that lacks the layout's alignment: where the classes agree,
         // that is what is wrong.
         let why = match why {
@@ -193,7 +197,7 @@ mod imp {
             )),
             Invalid::Mismatch(found) => fatal(format_args!(
                 "size mismatch: {what} of {p:p} with a layout of the {}-byte class, but the block is in the {}-byte class",
-                class_size(size_class::class_of(size, align)),
+                size_class::class_of(size, align).map_or(0, slot_size),
                 size_class::CLASS_SIZE.get(found).copied().unwrap_or(0)
             )),
             Invalid::NotStart(class) => fatal(format_args!(
@@ -215,7 +219,7 @@ mod imp {
     #[inline(always)]
     pub fn on_hand_out(p: *mut u8, class: usize) {
         // The link the slot held is now its chunk's `free` (the hand-out was a pop by the owner, this
-        // thread): it must be null or a slot of a chunk of ours of the same class.
+        // thread): it must be null or a free slot of the same chunk (`check_link`).
         let size = slot_size(class);
         // SAFETY: p was just handed out of its chunk, whose header is live and owned by this thread.
         check_link(p.cast(), unsafe { (*chunk::of(p)).free }, size);

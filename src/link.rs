@@ -142,9 +142,9 @@ mod imp {
     }
 
     /// For a slot of 24–56 bytes (m = size/8 words, 3 ≤ m ≤ 7): five word indices that are
-    /// words 2 .. m exactly, the last one repeated where m < 7. Same-sized word accesses, so a
-    /// hand-out right after the free reads what the free wrote from the store buffer (pairs of
-    /// words that overlapped did not forward, and stalled).
+    /// words 2 .. m exactly, the last one repeated where m < 7. Word-sized accesses on both
+    /// sides, so a hand-out right after the free can take each word from the store that wrote it
+    /// (a load spanning two overlapping stores cannot be forwarded).
     #[inline(always)]
     fn words(size: usize) -> [usize; 5] {
         let last = size / 8 - 1;
