@@ -18,11 +18,5 @@ fn seeded_inputs() {
 
 #[test]
 fn fuzz_regressions() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/regressions/pool");
-    let Ok(entries) = std::fs::read_dir(&dir) else {
-        return; // none found yet
-    };
-    for e in entries {
-        pool_model::run(&std::fs::read(e.unwrap().path()).unwrap());
-    }
+    seed::replay("pool", pool_model::run);
 }

@@ -62,26 +62,11 @@ fn threaded_seeded_inputs() {
 #[test]
 fn threaded_fuzz_regressions() {
     profiled();
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/regressions/threaded");
-    let Ok(entries) = std::fs::read_dir(&dir) else {
-        return; // none found yet
-    };
-    for e in entries {
-        let path = e.unwrap().path();
-        shadow::run_threaded(&P, &std::fs::read(&path).unwrap());
-    }
+    seed::replay("threaded", |input| shadow::run_threaded(&P, input));
 }
 
 #[test]
 fn fuzz_regressions() {
     profiled();
-    let dir =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/regressions/global_alloc");
-    let Ok(entries) = std::fs::read_dir(&dir) else {
-        return; // none found yet
-    };
-    for e in entries {
-        let path = e.unwrap().path();
-        shadow::Shadow::new(&P).run(&std::fs::read(&path).unwrap());
-    }
+    seed::replay("global_alloc", |input| shadow::Shadow::new(&P).run(input));
 }

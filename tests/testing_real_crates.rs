@@ -44,19 +44,13 @@ fn collections_model_on_fuzz_regressions() {
 }
 
 fn replay_collections_regressions() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/regressions/collections");
-    let mut n = 0;
-    if let Ok(entries) = std::fs::read_dir(&dir) {
-        for e in entries {
-            let input = std::fs::read(e.unwrap().path()).unwrap();
-            // Several times: what an input does can depend on the slots earlier runs left behind
-            // (the fuzzer runs inputs one after another in one process).
-            for _ in 0..32 {
-                collections::run(&input);
-            }
-            n += 1;
+    let n = seed::replay("collections", |input| {
+        // Several times: what an input does can depend on the slots earlier runs left behind
+        // (the fuzzer runs inputs one after another in one process).
+        for _ in 0..32 {
+            collections::run(input);
         }
-    }
+    });
     eprintln!("replayed {n} inputs");
 }
 

@@ -156,6 +156,18 @@ fn rss_now() -> usize {
     pages * unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize
 }
 
+/// Minor page faults of this process so far (all its threads; `getrusage`'s `ru_minflt`): first
+/// touches of fresh pages, and pages touched again after they went back to the OS.
+fn minor_faults() -> u64 {
+    // SAFETY: an all-zero rusage is a valid value for getrusage to fill in.
+    let mut ru: libc::rusage = unsafe { core::mem::zeroed() };
+    // SAFETY: RUSAGE_SELF with a valid out-pointer.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return 0;
+    }
+    ru.ru_minflt as u64
+}
+
 fn peak_rss() -> usize {
     let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     s.lines()
@@ -266,10 +278,11 @@ fn child(workload: &str) {
     let secs = t.elapsed().as_secs_f64()
         - if e.rss_freed_1s.is_some() { 1.0 } else { 0.0 }
         - e.setup.as_secs_f64();
+    let faults = minor_faults();
     let samples = sampler.map(Sampler::finish).unwrap_or_default();
     let samples: Vec<String> = samples.iter().map(|(ms, r)| format!("{ms}:{r}")).collect();
     println!(
-        "RESULT secs={secs:.6} peak_rss={} peak_live={} rss_freed={} rss_freed_1s={} samples={}",
+        "RESULT secs={secs:.6} faults={faults} peak_rss={} peak_live={} rss_freed={} rss_freed_1s={} samples={}",
         peak_rss(),
         e.peak_live,
         e.rss_freed.unwrap_or(0),
@@ -281,6 +294,8 @@ fn child(workload: &str) {
 #[derive(Clone, Default)]
 struct Run {
     secs: f64,
+    /// Minor page faults of the whole child, start-up included.
+    faults: u64,
     peak_rss: usize,
     peak_live: usize,
     rss_freed: usize,
@@ -294,6 +309,7 @@ fn parse(line: &str) -> Option<Run> {
         let (k, v) = kv.split_once('=')?;
         match k {
             "secs" => r.secs = v.parse().ok()?,
+            "faults" => r.faults = v.parse().ok()?,
             "peak_rss" => r.peak_rss = v.parse().ok()?,
             "peak_live" => r.peak_live = v.parse().ok()?,
             "rss_freed" => r.rss_freed = v.parse().ok()?,
@@ -370,11 +386,12 @@ pub fn main() {
             )
         });
         let line = format!(
-            "{:<17} {:<10} {:>8.3} s  peak RSS {:>7} MiB",
+            "{:<17} {:<10} {:>8.3} s  peak RSS {:>7} MiB  {:>8} faults",
             w.0,
             RUNNERS[ai],
             run.secs,
-            mib(run.peak_rss as f64)
+            mib(run.peak_rss as f64),
+            run.faults
         );
         runs[wi][ai].push(run);
         line

@@ -92,6 +92,7 @@ pub fn table(
             geomean(&costs)
         );
     }
+    s += &faults_table(workloads, runs);
     let frag: Vec<usize> = (0..workloads.len()).filter(|&i| workloads[i].2).collect();
     if !frag.is_empty() {
         s += "\nFragmentation: peak RSS / peak live requested bytes (lower is better), and RSS (MiB) right after \
@@ -129,6 +130,42 @@ pub fn table(
             s += &row(&cells);
         }
     }
+    s
+}
+
+/// Minor page faults per workload and allocator (medians), and poolalloc's against jemalloc's: a
+/// fault is a trap into the kernel and a page zeroed, a cost the time column includes but does not
+/// name.
+fn faults_table(workloads: &[&(&str, Workload, bool)], runs: &[Vec<Vec<Run>>]) -> String {
+    let mut s = String::from(
+        "\nMinor page faults of each child process (`getrusage` `ru_minflt`, start-up included), medians; \
+         ratio = poolalloc / jemalloc (target: at most 1.00).\n\n",
+    );
+    s += &header(&[
+        "workload",
+        "poolalloc",
+        "system",
+        "jemalloc",
+        "mimalloc",
+        "hardened",
+        "faults ratio",
+    ]);
+    let mut above = 0;
+    for (wi, w) in workloads.iter().enumerate() {
+        let f: Vec<f64> = (0..RUNNERS.len())
+            .map(|a| median(runs[wi][a].iter().map(|r| r.faults as f64).collect()))
+            .collect();
+        let ratio = f[0] / f[2].max(1.0);
+        above += usize::from(ratio > 1.0);
+        let mut cells = vec![w.0.to_string()];
+        cells.extend(f.iter().map(|x| format!("{x:.0}")));
+        cells.push(format!("**{ratio:.2}**"));
+        s += &row(&cells);
+    }
+    s += &format!(
+        "\nFaults above jemalloc's on {above} of {} workloads (target: none).\n",
+        workloads.len()
+    );
     s
 }
 
