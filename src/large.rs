@@ -1,12 +1,24 @@
-//! Large blocks: requests above the largest size class, or aligned beyond what a class can give, go
-//! to the system allocator (`std::alloc::System`: malloc, posix_memalign, realloc, calloc). Counts
-//! are kept per thread like the small classes' (no atomic read-modify-write), in the thread's heap.
-//! A free (or a realloc, which may free) tells the purger, which trims the system allocator once
-//! the program stopped freeing large blocks for the purge delay (see `purger.rs`): the memory
-//! promise holds for large blocks too.
+//! Large blocks: requests above the largest size class, or aligned beyond what a class can give.
+//! They come from one of two places ([`settings::LargeBlocks`]): the system allocator
+//! (`std::alloc::System`: malloc, posix_memalign, realloc, calloc), by default told once to keep
+//! freed blocks for reuse (`os::keep_system_allocator_blocks`), or spans of our own (`span.rs`,
+//! the C library's large blocks too: a mapping per block, freed ones kept resident for reuse until
+//! the purge delay passes, resized by moving pages). The setting picks where a *new* block comes from; a
+//! block is freed or resized where it came from, told by the address map (span granules are marked
+//! there; a system block's are not), so the setting may change at any time.
+//!
+//! Counts are kept per thread like the small classes' (no atomic read-modify-write), in the
+//! thread's heap. The memory promise holds either way: freed spans wait at most the purge delay
+//! (`span::expire`, from the purger's tick); a system block freed tells the purger, which trims the
+//! system allocator once the program stopped freeing large blocks for the purge delay (see
+//! `purger.rs`).
 
-use crate::{hardened, heap, purger, source};
+use crate::addr_map::{self, Kind};
+use crate::settings::{self, LargeBlocks};
+use crate::{hardened, heap, os, purger, source, span};
 use core::alloc::{GlobalAlloc, Layout};
+use core::ptr;
+use core::sync::atomic::{AtomicBool, Ordering};
 use std::alloc::System;
 
 #[inline]
@@ -30,18 +42,80 @@ fn counted(p: *mut u8, size: usize) -> *mut u8 {
     p
 }
 
+/// Whether new large blocks are spans (else the system allocator's, which this tells to keep
+/// freed blocks the first time the setting asks for it).
+#[inline]
+fn spans() -> bool {
+    match settings::large_blocks() {
+        LargeBlocks::Spans => true,
+        LargeBlocks::SystemKept => {
+            keep_once();
+            false
+        }
+        LargeBlocks::System => false,
+    }
+}
+
+/// Tells the system allocator to keep freed large blocks, once per process.
+#[inline]
+fn keep_once() {
+    static KEPT: AtomicBool = AtomicBool::new(false);
+    if !KEPT.load(Ordering::Relaxed) && !KEPT.swap(true, Ordering::Relaxed) {
+        os::keep_system_allocator_blocks();
+    }
+}
+
+/// Whether the live large block `p` is a span (else it is the system allocator's).
+#[inline]
+fn is_span(p: *mut u8) -> bool {
+    addr_map::kind_of(p) == Kind::Span
+}
+
+/// A span block of `layout`, zeroed when `zeroed` (a fresh mapping already is); null when out of
+/// memory.
+fn span_alloc(layout: Layout, zeroed: bool) -> *mut u8 {
+    let (p, fresh) = span::alloc(layout.size(), layout.align());
+    if zeroed && !fresh && !p.is_null() {
+        // SAFETY: p is a live span block of at least layout.size() bytes, ours alone.
+        unsafe { ptr::write_bytes(p, 0, layout.size()) };
+    }
+    p
+}
+
 /// # Safety
 /// As `GlobalAlloc::alloc`.
 pub unsafe fn alloc(layout: Layout) -> *mut u8 {
-    // SAFETY: forwarded contract.
-    counted(unsafe { System.alloc(layout) }, layout.size())
+    let p = if spans() {
+        span_alloc(layout, false)
+    } else {
+        // SAFETY: forwarded contract.
+        unsafe { System.alloc(layout) }
+    };
+    counted(p, layout.size())
 }
 
 /// # Safety
 /// As `GlobalAlloc::alloc_zeroed`.
 pub unsafe fn alloc_zeroed(layout: Layout) -> *mut u8 {
-    // SAFETY: forwarded contract (calloc knows which pages are fresh and need no zeroing).
-    counted(unsafe { System.alloc_zeroed(layout) }, layout.size())
+    let p = if spans() {
+        span_alloc(layout, true)
+    } else {
+        // SAFETY: forwarded contract (calloc knows which pages are fresh and need no zeroing).
+        unsafe { System.alloc_zeroed(layout) }
+    };
+    counted(p, layout.size())
+}
+
+/// Frees the span block `p` (a span is kept for reuse only while the purger can unmap it later,
+/// and this starts it).
+///
+/// # Safety
+/// `p` is a live span block nobody uses after this.
+unsafe fn span_free(p: *mut u8) {
+    let may_wait = source::ensure_purger();
+    // SAFETY: forwarded. (A pointer that is not a live block's start was caught by hardened's
+    // table above; without it, `free` does nothing for one.)
+    unsafe { span::free(p, may_wait) };
 }
 
 /// # Safety
@@ -49,19 +123,68 @@ pub unsafe fn alloc_zeroed(layout: Layout) -> *mut u8 {
 pub unsafe fn dealloc(p: *mut u8, layout: Layout) {
     hardened::on_large_free(p, false);
     count(false, layout.size());
-    // SAFETY: forwarded contract.
-    unsafe { System.dealloc(p, layout) };
-    given_back();
+    if is_span(p) {
+        // SAFETY: forwarded contract; the address map says p's granule is a span's.
+        unsafe { span_free(p) };
+    } else {
+        // SAFETY: forwarded contract.
+        unsafe { System.dealloc(p, layout) };
+        given_back();
+    }
+}
+
+/// Resizes the span block `p` (of `layout`) to `new_size` bytes, keeping its alignment: in place
+/// when its usable size still fits well, else by moving the span's pages, else by a copy into a
+/// new block. Null when out of memory (`p` is untouched then).
+///
+/// # Safety
+/// `p` is a live span block of `layout`; `new_size` is large and valid for `layout.align()`.
+unsafe fn span_realloc(p: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+    // SAFETY: p is a live span block (caller).
+    let usable = unsafe { span::usable(p) };
+    if new_size <= usable && new_size >= usable / 2 {
+        return p;
+    }
+    // SAFETY: as above; the span keeps the offset, so the alignment, its block had.
+    let (q, _) = unsafe { span::resize(p, new_size) };
+    if !q.is_null() {
+        return q;
+    }
+    // SAFETY: new_size with layout's alignment is a valid layout (caller).
+    let new = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
+    let q = if spans() {
+        span_alloc(new, false)
+    } else {
+        // SAFETY: a non-zero, valid layout.
+        unsafe { System.alloc(new) }
+    };
+    if !q.is_null() {
+        // SAFETY: both blocks hold min(old, new) bytes and are distinct; p is ours to free.
+        unsafe {
+            ptr::copy_nonoverlapping(p, q, layout.size().min(new_size));
+            span_free(p);
+        }
+    }
+    q
 }
 
 /// # Safety
 /// As `GlobalAlloc::realloc`, for a block from this module that stays large.
 pub unsafe fn realloc(p: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-    // Off the hardened table of live blocks before the system may free `p`: its address can be
+    // Off the hardened table of live blocks before the block may be freed: its address can be
     // handed to another thread at once, whose block must then not be taken off the table by us.
     hardened::on_large_free(p, false);
-    // SAFETY: forwarded contract.
-    let q = unsafe { System.realloc(p, layout, new_size) };
+    let q = if is_span(p) {
+        // SAFETY: forwarded contract; p's granule is a span's.
+        unsafe { span_realloc(p, layout, new_size) }
+    } else {
+        // SAFETY: forwarded contract.
+        let q = unsafe { System.realloc(p, layout, new_size) };
+        if !q.is_null() {
+            given_back();
+        }
+        q
+    };
     if q.is_null() {
         // `p` lives on unchanged.
         hardened::on_large_alloc(p);
@@ -69,7 +192,6 @@ pub unsafe fn realloc(p: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         hardened::on_large_alloc(q);
         count(false, layout.size());
         count(true, new_size);
-        given_back();
     }
     q
 }

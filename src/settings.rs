@@ -10,6 +10,7 @@
 //! | `POOLALLOC_VERBOSE` | `1`: print the settings when they are read, and anomalies (the purger cannot start, the OS refused memory) | 0 |
 //! | `POOLALLOC_PROF` | a path prefix: start the sampling profiler at start-up and write `<prefix>.<pid>.pb.gz` (pprof) at exit (feature `profiling`) | none |
 //! | `POOLALLOC_PROF_INTERVAL` | the profiler's mean bytes between samples (0: every allocation) | 524288 |
+//! | `POOLALLOC_LARGE_BLOCKS` | where `PoolAlloc`'s blocks above the largest size class come from: `system` (the system allocator), `system-kept` (the same, told to keep freed blocks for reuse) or `spans` (poolalloc's own mappings) | see [`LargeBlocks`] |
 //!
 //! A `POOLALLOC_` name that is not in the table, or a value that does not parse, gets one warning
 //! line on stderr naming it, and the default stays: never a crash, never silence. (Names under
@@ -60,6 +61,53 @@ static RETAINED_CHUNKS: Setting = Setting::new(1);
 static SHOW_STATS: Setting = Setting::new(0);
 static VERBOSE: Setting = Setting::new(0);
 static PROF_INTERVAL: Setting = Setting::new(512 * 1024);
+static LARGE_BLOCKS: Setting = Setting::new(LargeBlocks::DEFAULT as usize);
+
+/// Where `PoolAlloc`'s large blocks (requests above the largest size class, or aligned beyond what
+/// a class gives) come from. Whatever the setting is when a block is freed or reallocated, that is
+/// done where the block came from (a span is recognised by the address map, not by the setting).
+///
+/// The default is [`SystemKept`](LargeBlocks::SystemKept) on Linux with glibc,
+/// [`Spans`](LargeBlocks::Spans) on Linux with musl (whose malloc maps and unmaps every large
+/// block) and [`System`](LargeBlocks::System) elsewhere; `benches/results/large-blocks-rust.md`
+/// has the figures behind it. (Where `PoolAlloc` is the system allocator itself, on targets
+/// without the pools, the setting changes nothing.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LargeBlocks {
+    /// The system allocator (`std::alloc::System`) with its own policy: glibc maps and unmaps
+    /// each block above its mmap threshold (128 KiB at first, raised as such blocks are freed),
+    /// musl every large block. The purger trims it (`malloc_trim`) once the program stops
+    /// freeing large blocks.
+    System = 0,
+    /// The system allocator, told (once, at the first large block) to keep freed blocks up to
+    /// 32 MiB for reuse instead of unmapping each one (glibc: `mallopt` `M_MMAP_THRESHOLD` 32 MiB
+    /// and `M_TRIM_THRESHOLD` 8 MiB; elsewhere as [`System`](LargeBlocks::System)). The purger's
+    /// trim still returns them within a second of the program going quiet. The `mallopt` call
+    /// is process-wide (C code's `malloc` too) and stays when the setting changes afterwards.
+    SystemKept = 1,
+    /// Spans of poolalloc's own, as the C library's: a mapping per block, freed ones kept
+    /// resident for reuse (16 MiB of spans up to 4 MiB, a few bigger ones) until the purge delay
+    /// passes, grown and shrunk by moving pages (`mremap`) instead of copying.
+    Spans = 2,
+}
+
+impl LargeBlocks {
+    const DEFAULT: LargeBlocks = if cfg!(all(target_os = "linux", target_env = "gnu")) {
+        LargeBlocks::SystemKept
+    } else if cfg!(target_os = "linux") {
+        LargeBlocks::Spans
+    } else {
+        LargeBlocks::System
+    };
+
+    fn from_usize(v: usize) -> LargeBlocks {
+        match v {
+            1 => LargeBlocks::SystemKept,
+            2 => LargeBlocks::Spans,
+            _ => LargeBlocks::System,
+        }
+    }
+}
 
 /// Room for `POOLALLOC_PROF`'s path prefix (read without allocating).
 pub(crate) const PROF_PREFIX_MAX: usize = 480;
@@ -101,6 +149,19 @@ pub fn set_retained_chunks(n: usize) {
 /// The number of empty chunks each size class keeps (see [`set_retained_chunks`]).
 pub fn retained_chunks() -> usize {
     RETAINED_CHUNKS.get()
+}
+
+/// Sets where `PoolAlloc`'s large blocks come from from now on (default: [`LargeBlocks`], or
+/// `POOLALLOC_LARGE_BLOCKS`); blocks already allocated are freed where they came from. Wins over
+/// the environment.
+pub fn set_large_blocks(l: LargeBlocks) {
+    LARGE_BLOCKS.set(l as usize);
+}
+
+/// Where `PoolAlloc`'s large blocks come from now (see [`set_large_blocks`]).
+pub fn large_blocks() -> LargeBlocks {
+    load();
+    large_blocks_raw()
 }
 
 /// The purge delay in milliseconds, for the purger and the chunk source.
@@ -165,18 +226,20 @@ fn read_env() {
             b"VERBOSE" => boolean(name, value, &VERBOSE),
             b"PROF_INTERVAL" => number(name, value, MAX_PROF_INTERVAL, &PROF_INTERVAL),
             b"PROF" => prefix(value),
+            b"LARGE_BLOCKS" => large(value),
             _ => say(format_args!(
-                "unknown setting POOLALLOC_{} ignored (known: PURGE_DELAY_MS, RETAINED_CHUNKS, SHOW_STATS, VERBOSE, PROF, PROF_INTERVAL)",
+                "unknown setting POOLALLOC_{} ignored (known: PURGE_DELAY_MS, RETAINED_CHUNKS, SHOW_STATS, VERBOSE, PROF, PROF_INTERVAL, LARGE_BLOCKS)",
                 Text(name)
             )),
         }
     });
     if VERBOSE.value.load(Relaxed) != 0 {
         say(format_args!(
-            "settings: purge delay {} ms, retained chunks {}, show stats {}, backend {:?}",
+            "settings: purge delay {} ms, retained chunks {}, show stats {}, large blocks {:?}, backend {:?}",
             PURGE_DELAY_MS.value.load(Relaxed),
             RETAINED_CHUNKS.value.load(Relaxed),
             SHOW_STATS.value.load(Relaxed) != 0,
+            large_blocks_raw(),
             os::BACKEND
         ));
     }
@@ -201,6 +264,28 @@ fn prefix(value: &[u8]) {
         p.buf[..value.len()].copy_from_slice(value);
         p.len = value.len();
     }
+}
+
+/// `POOLALLOC_LARGE_BLOCKS`: `system`, `system-kept` or `spans`.
+fn large(value: &[u8]) {
+    let l = match value {
+        b"system" => LargeBlocks::System,
+        b"system-kept" => LargeBlocks::SystemKept,
+        b"spans" => LargeBlocks::Spans,
+        _ => {
+            return say(format_args!(
+                "POOLALLOC_LARGE_BLOCKS={} is not `system`, `system-kept` or `spans`: keeping {:?}",
+                Text(value),
+                large_blocks_raw()
+            ));
+        }
+    };
+    LARGE_BLOCKS.set_from_env(l as usize);
+}
+
+/// The setting as it stands, without reading the environment (for messages while reading it).
+fn large_blocks_raw() -> LargeBlocks {
+    LargeBlocks::from_usize(LARGE_BLOCKS.value.load(Relaxed))
 }
 
 /// A whole number `0..=max`, in decimal.

@@ -358,6 +358,10 @@ pub unsafe fn resize(p: *mut u8, new_size: usize) -> (*mut u8, usize) {
         unsafe { os::unmap(dst, new_len) };
         return (ptr::null_mut(), 0);
     }
+    // The old range leaves the address map before it leaves the process: once unmapped (or moved
+    // away), another thread may map a span there at once, whose marks must not then be cleared
+    // by us. Nobody looks the old range up meanwhile: its one block is the caller's.
+    addr_map::set(Kind::Span, base, len, false);
     // SAFETY: base/len is our whole mapping, dst/new_len our fresh one, distinct; on success
     // the old range is gone and dst holds its pages.
     if unsafe { !os::move_pages(base, len, dst, new_len) } {
@@ -370,7 +374,6 @@ pub unsafe fn resize(p: *mut u8, new_size: usize) -> (*mut u8, usize) {
             os::unmap(base, len);
         }
     }
-    addr_map::set(Kind::Span, base, len, false);
     // SAFETY: dst + off is the moved block; its header moved with it.
     unsafe {
         let q = dst.add(off);

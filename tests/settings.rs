@@ -15,10 +15,11 @@ fn child() {
     }
     let v: Vec<u64> = (0..1000).collect(); // allocate a little
     println!(
-        "delay={} retained={} sum={}",
+        "delay={} retained={} sum={} large={:?}",
         poolalloc::purge_delay().as_millis(),
         poolalloc::retained_chunks(),
-        v.iter().sum::<u64>()
+        v.iter().sum::<u64>(),
+        poolalloc::large_blocks()
     );
 }
 
@@ -131,6 +132,39 @@ fn an_unknown_name_is_named_in_one_warning() {
         w[0].contains("unknown setting POOLALLOC_PURGE_DELAY "),
         "{err}"
     );
+}
+
+/// The large-block source the child reports.
+fn large(out: &str) -> &str {
+    out.lines()
+        .find_map(|l| l.find("large=").map(|i| l[i + "large=".len()..].trim()))
+        .unwrap_or_else(|| panic!("no large= in:\n{out}"))
+}
+
+#[test]
+fn large_blocks_source_is_chosen_by_name_and_a_bad_name_warns() {
+    let default = if cfg!(all(target_os = "linux", target_env = "gnu")) {
+        "SystemKept"
+    } else if cfg!(target_os = "linux") {
+        "Spans"
+    } else {
+        "System"
+    };
+    assert_eq!(large(&run(&[]).0), default);
+    for (name, seen) in [
+        ("system", "System"),
+        ("system-kept", "SystemKept"),
+        ("spans", "Spans"),
+    ] {
+        let (out, err) = run(&[("POOLALLOC_LARGE_BLOCKS", name)]);
+        assert_eq!(large(&out), seen);
+        assert!(warnings(&err).is_empty(), "{err}");
+    }
+    let (out, err) = run(&[("POOLALLOC_LARGE_BLOCKS", "mmap")]);
+    assert_eq!(large(&out), default);
+    let w = warnings(&err);
+    assert_eq!(w.len(), 1, "{err}");
+    assert!(w[0].contains("POOLALLOC_LARGE_BLOCKS=mmap is not"), "{err}");
 }
 
 #[test]

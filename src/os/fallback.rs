@@ -157,3 +157,6 @@ pub unsafe fn copy_readable(src: *const u8, dst: *mut u8, len: usize) {
 }
 
 pub fn trim_system_allocator() {}
+
+/// The system heap keeps its own policy.
+pub fn keep_system_allocator_blocks() {}

@@ -57,6 +57,8 @@
 //! - [`copy_readable`]: copies memory that may not all be mapped, without faulting (the C
 //!   library's realloc of a block it did not allocate). [`trim_system_allocator`]: asks the
 //!   system allocator to return its free memory (glibc's `malloc_trim`; nothing elsewhere).
+//!   [`keep_system_allocator_blocks`]: asks it to keep freed large blocks for reuse instead of
+//!   unmapping each at `free` (glibc's `mallopt` thresholds; nothing elsewhere).
 //!
 //! # Faults
 //!
@@ -135,8 +137,8 @@ use fallback as imp;
 #[allow(unused_imports)]
 pub use imp::{
     BACKEND, PARTIAL_UNMAP, at_exit, at_fork, copy_readable, fatal_write_and_abort, for_each_env,
-    keep_stderr, now_ms, random_seed, rss_bytes, sleep_ms, spawn_purger, trim_system_allocator,
-    watch_thread_exit, write_stderr, yield_now,
+    keep_stderr, keep_system_allocator_blocks, now_ms, random_seed, rss_bytes, sleep_ms,
+    spawn_purger, trim_system_allocator, watch_thread_exit, write_stderr, yield_now,
 };
 pub(crate) use imp::{run_at_start, thread_slot};
 #[cfg(all(windows, target_pointer_width = "64"))]
