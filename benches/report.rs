@@ -1,23 +1,40 @@
 //! The benchmark and fragmentation report (`report/bench.rs`). Built where its peers (jemalloc and
 //! mimalloc, C builds) and its chart renderer are dev-dependencies, Linux with glibc (x86_64 and
-//! aarch64): on other targets (musl, Windows, ...) the bench only says so, so that
-//! `cargo clippy --all-targets --target <other>` builds.
+//! aarch64) or musl (`--target x86_64-unknown-linux-musl`, the peers built with musl-gcc; the
+//! report then goes to `target/poolalloc-report/musl/`): on other targets (Windows, ...) the bench
+//! only says so, so that `cargo clippy --all-targets --target <other>` builds.
 
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[cfg(all(
+    target_os = "linux",
+    any(target_env = "gnu", target_env = "musl"),
+    not(poolalloc_no_bench_peers)
+))]
 #[path = "report/bench.rs"]
 mod bench;
 
 // The harness shared with poolalloc-c's programs benchmark; not every item serves this one.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[cfg(all(
+    target_os = "linux",
+    any(target_env = "gnu", target_env = "musl"),
+    not(poolalloc_no_bench_peers)
+))]
 #[allow(dead_code)]
 #[path = "harness/mod.rs"]
 mod harness;
 
 fn main() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[cfg(all(
+        target_os = "linux",
+        any(target_env = "gnu", target_env = "musl"),
+        not(poolalloc_no_bench_peers)
+    ))]
     bench::main();
-    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    #[cfg(not(all(
+        target_os = "linux",
+        any(target_env = "gnu", target_env = "musl"),
+        not(poolalloc_no_bench_peers)
+    )))]
     eprintln!(
-        "benches/report: Linux with glibc only (its peers jemalloc and mimalloc are dev-dependencies there)"
+        "benches/report: Linux (glibc or musl) only, without --cfg poolalloc_no_bench_peers (its peers jemalloc and mimalloc are dev-dependencies there)"
     );
 }

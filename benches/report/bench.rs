@@ -20,7 +20,7 @@
 //! medians, tables, chart frames, the random number generator and the interleaving of rounds come
 //! from the harness both benchmarks share (`benches/harness/`).
 
-use crate::harness::cargo::{cargo, report_dir};
+use crate::harness::cargo::{cargo, report_dir, target_args};
 use crate::harness::rng::Rng;
 use crate::harness::run::interleaved;
 use crate::harness::stats::mib;
@@ -422,6 +422,7 @@ fn build_hardened() -> PathBuf {
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .args(["build", "--profile", "bench", "--bench", "report"])
         .args(["--features", "hardened", "--message-format", "json"])
+        .args(target_args())
         .arg("--target-dir")
         .arg(&target)
         .stderr(std::process::Stdio::inherit())
