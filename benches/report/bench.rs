@@ -16,7 +16,8 @@
 //! allocator (`rss-<workload>.svg`/`.png`).
 //!
 //! The workloads live in files of their own (`patterns.rs`, `crates.rs`, `frag.rs`,
-//! `large_buffers.rs`, `markdown.rs`, `rayon_reduce.rs`), the tables and charts in `output.rs`;
+//! `large_buffers.rs`, `markdown.rs`, `rayon_reduce.rs`, `groupby.rs`), the tables and charts in
+//! `output.rs`;
 //! medians, tables, chart frames, the random number generator and the interleaving of rounds come
 //! from the harness both benchmarks share (`benches/harness/`).
 
@@ -34,6 +35,7 @@ use std::time::{Duration, Instant};
 // Workloads, a file a kind (or a workload).
 mod crates;
 mod frag;
+mod groupby;
 mod large_buffers;
 mod markdown;
 mod patterns;
@@ -248,6 +250,7 @@ const WORKLOADS: &[(&str, Workload, bool)] = &[
     ("rayon-drop", crates::rayon_drop, false),
     ("markdown-html", markdown::markdown_html, false),
     ("rayon-reduce", rayon_reduce::rayon_reduce, false),
+    ("groupby", groupby::groupby, false),
     ("frag-fill-free90", frag::frag_fill_free90, true),
     ("frag-long-short", frag::frag_long_short, true),
     ("frag-drift", frag::frag_drift, true),
