@@ -197,6 +197,9 @@ struct Extra {
     rss_freed_1s: Option<usize>,
     /// Time spent outside the measured work (reading input files), subtracted from the time.
     setup: Duration,
+    /// A service's 99th percentile of request latency (microseconds) and requests per second.
+    p99_us: Option<f64>,
+    ops_per_sec: Option<f64>,
 }
 
 /// Samples RSS every 10 ms on a thread of its own until dropped; the samples go to the child's
@@ -284,8 +287,13 @@ fn child(workload: &str) {
     let faults = minor_faults();
     let samples = sampler.map(Sampler::finish).unwrap_or_default();
     let samples: Vec<String> = samples.iter().map(|(ms, r)| format!("{ms}:{r}")).collect();
+    // Only the workloads that measure them print these (an empty value would not parse).
+    let service: String = [("p99_us", e.p99_us), ("ops_per_sec", e.ops_per_sec)]
+        .iter()
+        .filter_map(|(k, v)| v.map(|v| format!(" {k}={v:.3}")))
+        .collect();
     println!(
-        "RESULT secs={secs:.6} faults={faults} peak_rss={} peak_live={} rss_freed={} rss_freed_1s={} samples={}",
+        "RESULT secs={secs:.6} faults={faults} peak_rss={} peak_live={} rss_freed={} rss_freed_1s={}{service} samples={}",
         peak_rss(),
         e.peak_live,
         e.rss_freed.unwrap_or(0),
@@ -303,6 +311,8 @@ struct Run {
     peak_live: usize,
     rss_freed: usize,
     rss_freed_1s: usize,
+    p99_us: Option<f64>,
+    ops_per_sec: Option<f64>,
     samples: Vec<(u32, usize)>,
 }
 
@@ -317,6 +327,8 @@ fn parse(line: &str) -> Option<Run> {
             "peak_live" => r.peak_live = v.parse().ok()?,
             "rss_freed" => r.rss_freed = v.parse().ok()?,
             "rss_freed_1s" => r.rss_freed_1s = v.parse().ok()?,
+            "p99_us" => r.p99_us = Some(v.parse().ok()?),
+            "ops_per_sec" => r.ops_per_sec = Some(v.parse().ok()?),
             "samples" => {
                 r.samples = v
                     .split(',')
