@@ -1,8 +1,8 @@
 //! The report's output: the Markdown tables (times, peak RSS, ratios, the cost of hardening,
 //! services' throughput and latency, fragmentation) and the charts (the ratios, and RSS over time
-//! of the fragmentation workloads).
+//! of the fragmentation workloads and the service).
 
-use super::{ALLOCATORS, HARDENED, RUNNERS, Run, Workload};
+use super::{ALLOCATORS, HARDENED, RUNNERS, Run, Workload, sampled};
 use crate::harness::chart::{COLORS, Names, RatioBars, legend, register_font};
 use crate::harness::stats::{geomean, median, mib};
 use crate::harness::table::{header, row};
@@ -217,7 +217,8 @@ fn service_table(workloads: &[&(&str, Workload, bool)], runs: &[Vec<Vec<Run>>]) 
 }
 
 /// `ratios.svg`/`.png` (poolalloc's time and peak RSS ratios) and, per fragmentation workload,
-/// `rss-<workload>.svg`/`.png` (RSS over time under each allocator, from the last round).
+/// `rss-<workload>.svg`/`.png` (RSS over time under each allocator, from the last round); the
+/// service's too.
 pub fn charts(
     dir: &std::path::Path,
     workloads: &[&(&str, Workload, bool)],
@@ -253,7 +254,7 @@ pub fn charts(
         .ok();
     bars.draw(plotters::prelude::BitMapBackend::new(&png, (1100, 520)))
         .ok();
-    for (wi, w) in workloads.iter().enumerate().filter(|(_, w)| w.2) {
+    for (wi, w) in workloads.iter().enumerate().filter(|(_, w)| sampled(w)) {
         // The last round's samples of each allocator.
         let series: Vec<(&str, Vec<(u32, usize)>)> = (0..4)
             .map(|a| {
