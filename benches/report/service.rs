@@ -110,7 +110,7 @@ async fn client(addr: SocketAddr, conn: usize, n: usize) -> Vec<u32> {
 }
 
 pub(super) fn http_service(p: Params) -> Extra {
-    let per_conn = 300 * p.scale;
+    let per_conn = 250 * p.scale;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(p.threads.max(1))
         .enable_io()
