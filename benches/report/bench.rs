@@ -12,11 +12,13 @@
 //! before the first run, in `target/hardened-build`), for the cost of hardening.
 //!
 //! Output: a Markdown table on stdout and in `target/poolalloc-report/report.md`, a bar chart of the
-//! ratios (`ratios.svg`, `ratios.png`) and, for the fragmentation workloads, RSS over time per
-//! allocator (`rss-<workload>.svg`/`.png`).
+//! ratios (`ratios.svg`, `ratios.png`) and, for the fragmentation workloads and http-service, RSS
+//! over time per allocator (`rss-<workload>.svg`/`.png`); for http-service also requests per
+//! second and p99 latency.
 //!
 //! The workloads live in files of their own (`patterns.rs`, `crates.rs`, `frag.rs`,
-//! `large_buffers.rs`, `markdown.rs`, `rayon_reduce.rs`), the tables and charts in `output.rs`;
+//! `large_buffers.rs`, `markdown.rs`, `rayon_reduce.rs`, `groupby.rs`, `service.rs`), the tables
+//! and charts in `output.rs`;
 //! medians, tables, chart frames, the random number generator and the interleaving of rounds come
 //! from the harness both benchmarks share (`benches/harness/`).
 
@@ -34,11 +36,13 @@ use std::time::{Duration, Instant};
 // Workloads, a file a kind (or a workload).
 mod crates;
 mod frag;
+mod groupby;
 mod large_buffers;
 mod markdown;
 mod patterns;
 mod rayon_reduce;
 mod registry;
+mod service;
 // The Markdown tables and the charts.
 mod output;
 
@@ -195,6 +199,9 @@ struct Extra {
     rss_freed_1s: Option<usize>,
     /// Time spent outside the measured work (reading input files), subtracted from the time.
     setup: Duration,
+    /// A service's 99th percentile of request latency (microseconds) and requests per second.
+    p99_us: Option<f64>,
+    ops_per_sec: Option<f64>,
 }
 
 /// Samples RSS every 10 ms on a thread of its own until dropped; the samples go to the child's
@@ -248,12 +255,27 @@ const WORKLOADS: &[(&str, Workload, bool)] = &[
     ("rayon-drop", crates::rayon_drop, false),
     ("markdown-html", markdown::markdown_html, false),
     ("rayon-reduce", rayon_reduce::rayon_reduce, false),
+    ("groupby", groupby::groupby, false),
+    ("http-service", service::http_service, false),
     ("frag-fill-free90", frag::frag_fill_free90, true),
     ("frag-long-short", frag::frag_long_short, true),
     ("frag-drift", frag::frag_drift, true),
     ("frag-free-all", frag::frag_free_all, true),
     ("large-buffers", large_buffers::large_buffers, true),
 ];
+
+/// Workloads that are not fragmentation workloads but whose RSS over time is charted too: a
+/// service's RSS under steady load is what its operators watch. The `true` of WORKLOADS would also
+/// chart it, but it means more than sampling: the fragmentation table (peak RSS over peak live
+/// bytes, which a service does not know, and RSS after everything is freed plus one second of
+/// waiting, which a server that stops by dropping its runtime has nothing to show for), so these
+/// get the 10 ms sampler and the chart only.
+const RSS_OVER_TIME: &[&str] = &["http-service"];
+
+/// Whether the child samples RSS every 10 ms and the parent charts it.
+fn sampled(w: &(&str, Workload, bool)) -> bool {
+    w.2 || RSS_OVER_TIME.contains(&w.0)
+}
 
 // ------------------------------------------------------------------------------------------------
 // Child and parent.
@@ -267,11 +289,12 @@ fn child(workload: &str) {
         .ok()
         .and_then(|t| t.parse().ok())
         .unwrap_or(1);
-    let (_, f, frag) = WORKLOADS
+    let w = WORKLOADS
         .iter()
         .find(|w| w.0 == workload)
         .expect("unknown workload");
-    let sampler = frag.then(Sampler::start);
+    let f = w.1;
+    let sampler = sampled(w).then(Sampler::start);
     let t = Instant::now();
     let e = f(Params { threads, scale });
     // Fragmentation workloads include one second of waiting after free: not part of their time.
@@ -281,8 +304,13 @@ fn child(workload: &str) {
     let faults = minor_faults();
     let samples = sampler.map(Sampler::finish).unwrap_or_default();
     let samples: Vec<String> = samples.iter().map(|(ms, r)| format!("{ms}:{r}")).collect();
+    // Only the workloads that measure them print these (an empty value would not parse).
+    let service: String = [("p99_us", e.p99_us), ("ops_per_sec", e.ops_per_sec)]
+        .iter()
+        .filter_map(|(k, v)| v.map(|v| format!(" {k}={v:.3}")))
+        .collect();
     println!(
-        "RESULT secs={secs:.6} faults={faults} peak_rss={} peak_live={} rss_freed={} rss_freed_1s={} samples={}",
+        "RESULT secs={secs:.6} faults={faults} peak_rss={} peak_live={} rss_freed={} rss_freed_1s={}{service} samples={}",
         peak_rss(),
         e.peak_live,
         e.rss_freed.unwrap_or(0),
@@ -300,6 +328,8 @@ struct Run {
     peak_live: usize,
     rss_freed: usize,
     rss_freed_1s: usize,
+    p99_us: Option<f64>,
+    ops_per_sec: Option<f64>,
     samples: Vec<(u32, usize)>,
 }
 
@@ -314,6 +344,8 @@ fn parse(line: &str) -> Option<Run> {
             "peak_live" => r.peak_live = v.parse().ok()?,
             "rss_freed" => r.rss_freed = v.parse().ok()?,
             "rss_freed_1s" => r.rss_freed_1s = v.parse().ok()?,
+            "p99_us" => r.p99_us = Some(v.parse().ok()?),
+            "ops_per_sec" => r.ops_per_sec = Some(v.parse().ok()?),
             "samples" => {
                 r.samples = v
                     .split(',')

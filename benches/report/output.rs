@@ -1,7 +1,8 @@
 //! The report's output: the Markdown tables (times, peak RSS, ratios, the cost of hardening,
-//! fragmentation) and the charts (the ratios, and RSS over time of the fragmentation workloads).
+//! services' throughput and latency, fragmentation) and the charts (the ratios, and RSS over time
+//! of the fragmentation workloads and the service).
 
-use super::{ALLOCATORS, HARDENED, RUNNERS, Run, Workload};
+use super::{ALLOCATORS, HARDENED, RUNNERS, Run, Workload, sampled};
 use crate::harness::chart::{COLORS, Names, RatioBars, legend, register_font};
 use crate::harness::stats::{geomean, median, mib};
 use crate::harness::table::{header, row};
@@ -93,6 +94,7 @@ pub fn table(
         );
     }
     s += &faults_table(workloads, runs);
+    s += &service_table(workloads, runs);
     let frag: Vec<usize> = (0..workloads.len()).filter(|&i| workloads[i].2).collect();
     if !frag.is_empty() {
         s += "\nFragmentation: peak RSS / peak live requested bytes (lower is better), and RSS (MiB) right after \
@@ -169,8 +171,54 @@ fn faults_table(workloads: &[&(&str, Workload, bool)], runs: &[Vec<Vec<Run>>]) -
     s
 }
 
+/// Requests per second and p99 latency of the workloads that report them (the service), medians
+/// per allocator. Both ratios read like the main table's, below 1 better: the best peer's
+/// requests per second over poolalloc's, and poolalloc's p99 over the best peer's.
+fn service_table(workloads: &[&(&str, Workload, bool)], runs: &[Vec<Vec<Run>>]) -> String {
+    let services: Vec<usize> = (0..workloads.len())
+        .filter(|&wi| runs[wi].iter().flatten().any(|r| r.p99_us.is_some()))
+        .collect();
+    if services.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from(
+        "\nService: requests per second and p99 request latency in microseconds (medians); req/s ratio = \
+         best of jemalloc and mimalloc / poolalloc, p99 ratio = poolalloc / best of jemalloc and mimalloc \
+         (below 1 is better for both).\n\n",
+    );
+    s += &header(&[
+        "workload",
+        "poolalloc req/s",
+        "system req/s",
+        "jemalloc req/s",
+        "mimalloc req/s",
+        "req/s ratio",
+        "poolalloc p99",
+        "system p99",
+        "jemalloc p99",
+        "mimalloc p99",
+        "p99 ratio",
+    ]);
+    for wi in services {
+        let med = |a: usize, f: fn(&Run) -> Option<f64>| {
+            median(runs[wi][a].iter().filter_map(f).collect())
+        };
+        let ops: Vec<f64> = (0..4).map(|a| med(a, |r| r.ops_per_sec)).collect();
+        let p99: Vec<f64> = (0..4).map(|a| med(a, |r| r.p99_us)).collect();
+        let cells: Vec<String> = std::iter::once(workloads[wi].0.to_string())
+            .chain(ops.iter().map(|o| format!("{o:.0}")))
+            .chain([format!("**{:.2}**", ops[2].max(ops[3]) / ops[0])])
+            .chain(p99.iter().map(|p| format!("{p:.0}")))
+            .chain([format!("**{:.2}**", p99[0] / p99[2].min(p99[3]))])
+            .collect();
+        s += &row(&cells);
+    }
+    s
+}
+
 /// `ratios.svg`/`.png` (poolalloc's time and peak RSS ratios) and, per fragmentation workload,
-/// `rss-<workload>.svg`/`.png` (RSS over time under each allocator, from the last round).
+/// `rss-<workload>.svg`/`.png` (RSS over time under each allocator, from the last round); the
+/// service's too.
 pub fn charts(
     dir: &std::path::Path,
     workloads: &[&(&str, Workload, bool)],
@@ -206,7 +254,7 @@ pub fn charts(
         .ok();
     bars.draw(plotters::prelude::BitMapBackend::new(&png, (1100, 520)))
         .ok();
-    for (wi, w) in workloads.iter().enumerate().filter(|(_, w)| w.2) {
+    for (wi, w) in workloads.iter().enumerate().filter(|(_, w)| sampled(w)) {
         // The last round's samples of each allocator.
         let series: Vec<(&str, Vec<(u32, usize)>)> = (0..4)
             .map(|a| {
