@@ -67,9 +67,11 @@ static LARGE_BLOCKS: Setting = Setting::new(LargeBlocks::DEFAULT as usize);
 /// a class gives) come from. Whatever the setting is when a block is freed or reallocated, that is
 /// done where the block came from (a span is recognised by the address map, not by the setting).
 ///
-/// The default is [`SystemKept`](LargeBlocks::SystemKept) on Linux with glibc,
-/// [`Spans`](LargeBlocks::Spans) on Linux with musl (whose malloc maps and unmaps every large
-/// block) and [`System`](LargeBlocks::System) elsewhere; `benches/results/large-blocks-rust.md`
+/// The default is [`Spans`](LargeBlocks::Spans) on Linux with musl (whose malloc maps and unmaps
+/// every large block) and [`System`](LargeBlocks::System) elsewhere, glibc included:
+/// [`SystemKept`](LargeBlocks::SystemKept) takes a third of the faults of programs that grow
+/// and drop buffers of 128 KiB to a few MiB, but threads' arenas then keep up to 8 MiB each past
+/// the purger's trim (27 MiB of 248 a second after `tests/stats.rs` freed everything); `benches/results/large-blocks-rust.md`
 /// has the figures behind it. (Where `PoolAlloc` is the system allocator itself, on targets
 /// without the pools, the setting changes nothing.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,9 +94,7 @@ pub enum LargeBlocks {
 }
 
 impl LargeBlocks {
-    const DEFAULT: LargeBlocks = if cfg!(all(target_os = "linux", target_env = "gnu")) {
-        LargeBlocks::SystemKept
-    } else if cfg!(target_os = "linux") {
+    const DEFAULT: LargeBlocks = if cfg!(all(target_os = "linux", target_env = "musl")) {
         LargeBlocks::Spans
     } else {
         LargeBlocks::System
