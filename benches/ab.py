@@ -1,38 +1,43 @@
 #!/usr/bin/env python3
 """A/B timing of poolalloc builds on the report's workloads, side by side.
 
-usage: python3 benches/ab.py NAME=TARGET_DIR[@VAR=VALUE][,NAME=...] ROUNDS SCALE [workload,...]
+usage: python3 benches/ab.py NAME=TARGET_DIR[@VAR=VALUE...][,NAME=...] ROUNDS SCALE [workload,...]
 
 Each TARGET_DIR holds a report binary built with
 `cargo build --profile bench --bench report [--features hardened] --target-dir TARGET_DIR`
 (from this tree or a patched copy). Every workload's poolalloc child is run once per build per
 round, the order rotated; the table gives medians and each build's time over the first one's,
-with the geometric mean. See benches/results/experiments.md.
+with the geometric mean; a second table gives each build's median minor page faults and peak RSS.
+See benches/results/experiments.md.
 """
 import subprocess, sys, os, statistics, math, glob
 bins = {}
 envs = {}
 for v in sys.argv[1].split(','):
-    # NAME=PATH or NAME=PATH@VAR=VALUE (an environment variable for that build's runs only, e.g. a
-    # profiler turned on); PATH is a target dir or the report binary itself.
-    spec, _, extra = v.partition('@')
+    # NAME=PATH or NAME=PATH@VAR=VALUE[@VAR=VALUE...] (environment variables for that build's runs
+    # only, e.g. a profiler turned on); PATH is a target dir or the report binary itself.
+    spec, *extra = v.split('@')
     name, d = spec.split('=', 1)
-    envs[name] = dict([extra.split('=', 1)]) if extra else {}
+    envs[name] = dict(e.split('=', 1) for e in extra)
     bins[name] = d if os.path.isfile(d) else [b for b in glob.glob(d + '/release/deps/report-*') if not b.endswith('.d')][0]
 rounds = int(sys.argv[2]); scale = sys.argv[3]
 wls = ["larson","xmalloc-test","cache-scratch","glibc-simple","alloc-test","mstress","sh6bench","rust-collections","frag-fill-free90","frag-long-short","frag-drift","frag-free-all"]
 if len(sys.argv) > 4: wls = sys.argv[4].split(',')
 names = list(bins)
+# The JSON document json-roundtrip reads, as the report's parent writes it.
+json_doc = os.environ.get("POOLALLOC_BENCH_JSON", "target/poolalloc-report/metadata.json")
+mem = {w: {n: [] for n in names} for w in wls}
 res = {w: {n: [] for n in names} for w in wls}
 for r in range(rounds):
     for wi, w in enumerate(wls):
         for k in range(len(names)):
             n = names[(k + r + wi) % len(names)]
-            env = dict(os.environ, POOLALLOC_BENCH_WORKLOAD=w, POOLALLOC_BENCH_ALLOC="poolalloc", POOLALLOC_BENCH_THREADS="2", POOLALLOC_BENCH_SCALE=scale, **envs[n])
+            env = dict(os.environ, POOLALLOC_BENCH_JSON=json_doc, POOLALLOC_BENCH_WORKLOAD=w, POOLALLOC_BENCH_ALLOC="poolalloc", POOLALLOC_BENCH_THREADS="2", POOLALLOC_BENCH_SCALE=scale, **envs[n])
             out = subprocess.run([bins[n]], env=env, capture_output=True, text=True).stdout
             line = [l for l in out.splitlines() if l.startswith("RESULT")][0]
-            secs = float(line.split()[1].split('=')[1])
-            res[w][n].append(secs)
+            kv = dict(f.split('=', 1) for f in line.split()[1:] if '=' in f)
+            res[w][n].append(float(kv["secs"]))
+            mem[w][n].append((int(kv.get("faults", 0)), int(kv["peak_rss"])))
     print("round", r + 1, "done", file=sys.stderr)
 base = names[0]
 print("| workload | " + " | ".join(f"{n} s" for n in names) + " | " + " | ".join(f"{n}/{base}" for n in names[1:]) + " |")
@@ -42,3 +47,9 @@ for w in wls:
     for n in names[1:]: logs[n].append(math.log(m[n] / m[base]))
     print(f"| {w} | " + " | ".join(f"{m[n]:.3f}" for n in names) + " | " + " | ".join(f"{m[n]/m[base]:.2f}" for n in names[1:]) + " |")
 print("| geomean | " + " | ".join("" for n in names) + " | " + " | ".join(f"{math.exp(sum(logs[n])/len(logs[n])):.3f}" for n in names[1:]) + " |")
+print()
+print("| workload | " + " | ".join(f"{n} faults / peak RSS MiB" for n in names) + " |")
+print("|---|" + "---:|" * len(names))
+for w in wls:
+    cells = [f"{statistics.median(f for f, _ in mem[w][n]):.0f} / {statistics.median(r for _, r in mem[w][n]) / 2**20:.1f}" for n in names]
+    print(f"| {w} | " + " | ".join(cells) + " |")

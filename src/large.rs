@@ -1,11 +1,11 @@
 //! Large blocks: requests above the largest size class, or aligned beyond what a class can give.
 //! They come from one of two places ([`settings::LargeBlocks`]): the system allocator
-//! (`std::alloc::System`: malloc, posix_memalign, realloc, calloc), by default told once to keep
-//! freed blocks for reuse (`os::keep_system_allocator_blocks`), or spans of our own (`span.rs`,
-//! the C library's large blocks too: a mapping per block, freed ones kept resident for reuse until
-//! the purge delay passes, resized by moving pages). The setting picks where a *new* block comes from; a
-//! block is freed or resized where it came from, told by the address map (span granules are marked
-//! there; a system block's are not), so the setting may change at any time.
+//! (`std::alloc::System`: malloc, posix_memalign, realloc, calloc), which `SystemKept` tells once
+//! to keep freed blocks for reuse (`os::keep_system_allocator_blocks`), or spans of our own
+//! (`span.rs`, the C library's large blocks too: a mapping per block, freed ones kept resident for
+//! reuse until the purge delay passes, resized by moving pages). The setting picks where a *new*
+//! block comes from; a block is freed or resized where it came from, told by the address map (span
+//! granules are marked there; a system block's are not), so the setting may change at any time.
 //!
 //! Counts are kept per thread like the small classes' (no atomic read-modify-write), in the
 //! thread's heap. The memory promise holds either way: freed spans wait at most the purge delay
@@ -71,39 +71,42 @@ fn is_span(p: *mut u8) -> bool {
     addr_map::kind_of(p) == Kind::Span
 }
 
-/// A span block of `layout`, zeroed when `zeroed` (a fresh mapping already is); null when out of
-/// memory.
-fn span_alloc(layout: Layout, zeroed: bool) -> *mut u8 {
-    let (p, fresh) = span::alloc(layout.size(), layout.align());
-    if zeroed && !fresh && !p.is_null() {
-        // SAFETY: p is a live span block of at least layout.size() bytes, ours alone.
-        unsafe { ptr::write_bytes(p, 0, layout.size()) };
+/// A new large block of `layout` from the source the setting names, zeroed when `zeroed`; null
+/// when out of memory. Not counted.
+///
+/// # Safety
+/// `layout` has a non-zero size.
+unsafe fn fresh(layout: Layout, zeroed: bool) -> *mut u8 {
+    if spans() {
+        let (p, fresh) = span::alloc(layout.size(), layout.align());
+        if zeroed && !fresh && !p.is_null() {
+            // SAFETY: p is a live span block of at least layout.size() bytes, ours alone (a
+            // fresh mapping is zero already).
+            unsafe { ptr::write_bytes(p, 0, layout.size()) };
+        }
+        p
+    } else if zeroed {
+        // SAFETY: a non-zero layout (caller); calloc knows which pages are fresh and need no
+        // zeroing.
+        unsafe { System.alloc_zeroed(layout) }
+    } else {
+        // SAFETY: a non-zero layout (caller).
+        unsafe { System.alloc(layout) }
     }
-    p
 }
 
 /// # Safety
 /// As `GlobalAlloc::alloc`.
 pub unsafe fn alloc(layout: Layout) -> *mut u8 {
-    let p = if spans() {
-        span_alloc(layout, false)
-    } else {
-        // SAFETY: forwarded contract.
-        unsafe { System.alloc(layout) }
-    };
-    counted(p, layout.size())
+    // SAFETY: forwarded contract.
+    counted(unsafe { fresh(layout, false) }, layout.size())
 }
 
 /// # Safety
 /// As `GlobalAlloc::alloc_zeroed`.
 pub unsafe fn alloc_zeroed(layout: Layout) -> *mut u8 {
-    let p = if spans() {
-        span_alloc(layout, true)
-    } else {
-        // SAFETY: forwarded contract (calloc knows which pages are fresh and need no zeroing).
-        unsafe { System.alloc_zeroed(layout) }
-    };
-    counted(p, layout.size())
+    // SAFETY: forwarded contract.
+    counted(unsafe { fresh(layout, true) }, layout.size())
 }
 
 /// Frees the span block `p` (a span is kept for reuse only while the purger can unmap it later,
@@ -141,8 +144,7 @@ pub unsafe fn dealloc(p: *mut u8, layout: Layout) {
 /// `p` is a live span block of `layout`; `new_size` is large and valid for `layout.align()`.
 unsafe fn span_realloc(p: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
     // SAFETY: p is a live span block (caller).
-    let usable = unsafe { span::usable(p) };
-    if new_size <= usable && new_size >= usable / 2 {
+    if unsafe { span::stays(p, new_size) } {
         return p;
     }
     // SAFETY: as above; the span keeps the offset, so the alignment, its block had.
@@ -150,14 +152,8 @@ unsafe fn span_realloc(p: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
     if !q.is_null() {
         return q;
     }
-    // SAFETY: new_size with layout's alignment is a valid layout (caller).
-    let new = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
-    let q = if spans() {
-        span_alloc(new, false)
-    } else {
-        // SAFETY: a non-zero, valid layout.
-        unsafe { System.alloc(new) }
-    };
+    // SAFETY: new_size (large, so non-zero) with layout's alignment is a valid layout (caller).
+    let q = unsafe { fresh(Layout::from_size_align_unchecked(new_size, layout.align()), false) };
     if !q.is_null() {
         // SAFETY: both blocks hold min(old, new) bytes and are distinct; p is ours to free.
         unsafe {

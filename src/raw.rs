@@ -233,10 +233,11 @@ pub unsafe fn realloc(p: *mut u8, new_size: usize, align: usize) -> *mut u8 {
         }
         Owner::Large => {
             // SAFETY: a live span block.
-            let usable = unsafe { span::usable(p) };
-            if new_size <= usable && new_size >= usable / 2 {
+            if unsafe { span::stays(p, new_size) } {
                 return resized_in_place(p, new_size);
             }
+            // SAFETY: as above.
+            let usable = unsafe { span::usable(p) };
             if class_of(new_size, align).is_none() {
                 // Stays large: resize the span (moves pages, never copies).
                 #[cfg(feature = "profiling")]

@@ -69,10 +69,10 @@ static LARGE_BLOCKS: Setting = Setting::new(LargeBlocks::DEFAULT as usize);
 ///
 /// The default is [`Spans`](LargeBlocks::Spans) on Linux with musl (whose malloc maps and unmaps
 /// every large block) and [`System`](LargeBlocks::System) elsewhere, glibc included:
-/// [`SystemKept`](LargeBlocks::SystemKept) takes a third of the faults of programs that grow
+/// [`SystemKept`](LargeBlocks::SystemKept) takes two thirds of the faults off programs that grow
 /// and drop buffers of 128 KiB to a few MiB, but threads' arenas then keep up to 8 MiB each past
-/// the purger's trim (27 MiB of 248 a second after `tests/stats.rs` freed everything); `benches/results/large-blocks-rust.md`
-/// has the figures behind it. (Where `PoolAlloc` is the system allocator itself, on targets
+/// the purger's trim (27 MiB of 248 a second after `tests/stats.rs` freed everything).
+/// `benches/results/large-blocks-rust.md` has the figures behind it. (Where `PoolAlloc` is the system allocator itself, on targets
 /// without the pools, the setting changes nothing.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LargeBlocks {

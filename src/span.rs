@@ -274,6 +274,18 @@ pub unsafe fn usable(p: *mut u8) -> usize {
     unsafe { (*h).usable }
 }
 
+/// Whether the live span block `p` stays where it is when resized to `new_size` bytes: it holds
+/// them and they use at least half of it (a block shrunk further moves, so a small block does not
+/// keep a big span's memory).
+///
+/// # Safety
+/// `p` must be a live block from [`alloc`].
+pub unsafe fn stays(p: *mut u8, new_size: usize) -> bool {
+    // SAFETY: forwarded.
+    let usable = unsafe { usable(p) };
+    new_size <= usable && new_size >= usable / 2
+}
+
 /// Frees the span block `p`. Returns its usable size (for the statistics), or None when `p` is not
 /// a live span block (nothing is done then). `may_wait`: the purger runs, so a big span may wait
 /// in the cache (it will be unmapped after the purge delay); else only a small one does.

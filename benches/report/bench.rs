@@ -22,7 +22,7 @@
 //! medians, tables, chart frames, the random number generator and the interleaving of rounds come
 //! from the harness both benchmarks share (`benches/harness/`).
 
-use crate::harness::cargo::{cargo, report_dir, target_args};
+use crate::harness::cargo::{cargo, report_dir, target_args, target_dir};
 use crate::harness::rng::Rng;
 use crate::harness::run::interleaved;
 use crate::harness::stats::mib;
@@ -445,7 +445,7 @@ fn build_hardened() -> PathBuf {
         // Already the hardened build: the column then measures the same binary.
         return std::env::current_exe().unwrap();
     }
-    let target = report_dir().parent().unwrap().join("hardened-build");
+    let target = target_dir().join("hardened-build");
     eprintln!(
         "building the hardened variant of this benchmark in {}",
         target.display()

@@ -143,15 +143,11 @@ fn faults_table(workloads: &[&(&str, Workload, bool)], runs: &[Vec<Vec<Run>>]) -
         "\nMinor page faults of each child process (`getrusage` `ru_minflt`, start-up included), medians; \
          ratio = poolalloc / jemalloc (target: at most 1.00).\n\n",
     );
-    s += &header(&[
-        "workload",
-        "poolalloc",
-        "system",
-        "jemalloc",
-        "mimalloc",
-        "hardened",
-        "faults ratio",
-    ]);
+    let columns: Vec<&str> = std::iter::once("workload")
+        .chain(RUNNERS)
+        .chain(["faults ratio"])
+        .collect();
+    s += &header(&columns);
     let mut above = 0;
     for (wi, w) in workloads.iter().enumerate() {
         let f: Vec<f64> = (0..RUNNERS.len())
