@@ -32,7 +32,9 @@ for r in range(rounds):
     for wi, w in enumerate(wls):
         for k in range(len(names)):
             n = names[(k + r + wi) % len(names)]
-            env = dict(os.environ, POOLALLOC_BENCH_JSON=json_doc, POOLALLOC_BENCH_WORKLOAD=w, POOLALLOC_BENCH_ALLOC="poolalloc", POOLALLOC_BENCH_THREADS="2", POOLALLOC_BENCH_SCALE=scale, **envs[n])
+            # A build's own variables win (POOLALLOC_BENCH_ALLOC=jemalloc runs a peer in its place).
+            env = dict(os.environ, POOLALLOC_BENCH_JSON=json_doc, POOLALLOC_BENCH_WORKLOAD=w, POOLALLOC_BENCH_ALLOC="poolalloc", POOLALLOC_BENCH_THREADS="2", POOLALLOC_BENCH_SCALE=scale)
+            env.update(envs[n])
             out = subprocess.run([bins[n]], env=env, capture_output=True, text=True).stdout
             line = [l for l in out.splitlines() if l.startswith("RESULT")][0]
             kv = dict(f.split('=', 1) for f in line.split()[1:] if '=' in f)
