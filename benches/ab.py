@@ -7,10 +7,11 @@ Each TARGET_DIR holds a report binary built with
 `cargo build --profile bench --bench report [--features hardened] --target-dir TARGET_DIR`
 (from this tree or a patched copy). Every workload's poolalloc child is run once per build per
 round, the order rotated; the table gives medians and each build's time over the first one's,
-with the geometric mean; a second table gives each build's median minor page faults and peak RSS.
+with the geometric mean; a second the same for CPU time (user + system of the whole child, steadier
+on a loaded machine), a third each build's median minor page faults and peak RSS.
 See benches/results/experiments.md.
 """
-import subprocess, sys, os, statistics, math, glob
+import subprocess, sys, os, statistics, math, glob, resource
 bins = {}
 envs = {}
 for v in sys.argv[1].split(','):
@@ -28,6 +29,7 @@ names = list(bins)
 json_doc = os.environ.get("POOLALLOC_BENCH_JSON", "target/poolalloc-report/metadata.json")
 mem = {w: {n: [] for n in names} for w in wls}
 res = {w: {n: [] for n in names} for w in wls}
+cpu = {w: {n: [] for n in names} for w in wls}
 for r in range(rounds):
     for wi, w in enumerate(wls):
         for k in range(len(names)):
@@ -35,7 +37,10 @@ for r in range(rounds):
             # A build's own variables win (POOLALLOC_BENCH_ALLOC=jemalloc runs a peer in its place).
             env = dict(os.environ, POOLALLOC_BENCH_JSON=json_doc, POOLALLOC_BENCH_WORKLOAD=w, POOLALLOC_BENCH_ALLOC="poolalloc", POOLALLOC_BENCH_THREADS="2", POOLALLOC_BENCH_SCALE=scale)
             env.update(envs[n])
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             out = subprocess.run([bins[n]], env=env, capture_output=True, text=True).stdout
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu[w][n].append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
             line = [l for l in out.splitlines() if l.startswith("RESULT")][0]
             kv = dict(f.split('=', 1) for f in line.split()[1:] if '=' in f)
             res[w][n].append(float(kv["secs"]))
@@ -43,12 +48,24 @@ for r in range(rounds):
     print("round", r + 1, "done", file=sys.stderr)
 base = names[0]
 print("| workload | " + " | ".join(f"{n} s" for n in names) + " | " + " | ".join(f"{n}/{base}" for n in names[1:]) + " |")
+print("|---|" + "---:|" * (2 * len(names) - 1))
 logs = {n: [] for n in names[1:]}
 for w in wls:
     m = {n: statistics.median(res[w][n]) for n in names}
     for n in names[1:]: logs[n].append(math.log(m[n] / m[base]))
     print(f"| {w} | " + " | ".join(f"{m[n]:.3f}" for n in names) + " | " + " | ".join(f"{m[n]/m[base]:.2f}" for n in names[1:]) + " |")
 print("| geomean | " + " | ".join("" for n in names) + " | " + " | ".join(f"{math.exp(sum(logs[n])/len(logs[n])):.3f}" for n in names[1:]) + " |")
+print()
+# CPU time (user + system, whole process) is steadier than wall time on a loaded machine; it
+# counts every thread's work, start-up included.
+print("| workload | " + " | ".join(f"{n} cpu s" for n in names) + " | " + " | ".join(f"{n}/{base} cpu" for n in names[1:]) + " |")
+print("|---|" + "---:|" * (2 * len(names) - 1))
+clogs = {n: [] for n in names[1:]}
+for w in wls:
+    m = {n: statistics.median(cpu[w][n]) for n in names}
+    for n in names[1:]: clogs[n].append(math.log(m[n] / m[base]))
+    print(f"| {w} | " + " | ".join(f"{m[n]:.3f}" for n in names) + " | " + " | ".join(f"{m[n]/m[base]:.2f}" for n in names[1:]) + " |")
+print("| geomean | " + " | ".join("" for n in names) + " | " + " | ".join(f"{math.exp(sum(clogs[n])/len(clogs[n])):.3f}" for n in names[1:]) + " |")
 print()
 print("| workload | " + " | ".join(f"{n} faults / peak RSS MiB" for n in names) + " |")
 print("|---|" + "---:|" * len(names))

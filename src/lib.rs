@@ -212,6 +212,7 @@ pub use global::PoolAlloc;
 pub use os::Backend;
 pub use pools::{AcquireError, BlockingPool, Pooled, Shutdown};
 pub use pools::{GROUP_SLOTS, Handle, Iter, IterMut, Pool};
+pub use settings::{HugePages, huge_pages, set_huge_pages};
 pub use settings::{LargeBlocks, large_blocks, set_large_blocks};
 pub use settings::{purge_delay, retained_chunks, set_purge_delay, set_retained_chunks};
 pub use stats::{ClassStats, Stats, stats, trim};

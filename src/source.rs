@@ -7,9 +7,12 @@
 //!   a class (default 1) are kept; the others wait the purge delay (250 ms by default) and are then
 //!   purged by the background purger thread, so a program that frees a heap and builds it again
 //!   soon after reuses the pages without faulting them in again, and one that frees everything and
-//!   goes idle still sees its RSS fall within a second, with no call. At most [`WAITING_MAX`]
-//!   chunks (16 MiB) wait at once process-wide. A class with no empty chunk of its own takes
-//!   another class's (its pages are still resident) before a spare or a fresh chunk.
+//!   goes idle still sees its RSS fall within a second, with no call. The delay is the only bound
+//!   on how many wait: a class with no empty chunk of its own takes another class's (its pages
+//!   are still resident) before a spare or a fresh chunk, so waiting chunks never raise the peak,
+//!   and a program that frees much in a busy phase builds it again without faulting it back in.
+//!   (Until 2026-11-25 at most 16 MiB waited and the rest was purged at once, in the freeing
+//!   thread: frag-free-all took 1.5× the time at scale 3; benches/results/huge-pages.md.)
 //! - **Abandoned chunks**, per class: chunks with live slots whose owning thread exited. A heap
 //!   that needs a chunk of the class adopts one; the purger (and `trim`) collects their remote
 //!   frees and releases those that became empty.
@@ -31,13 +34,11 @@ use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 /// Chunks mapped together in one region: 16 where part of a mapping can be unmapped, else 1 (on
 /// Windows a reservation is released whole, so each chunk is a reservation of its own).
 const REGION_CHUNKS: usize = if os::PARTIAL_UNMAP { 16 } else { 1 };
+/// A huge page (x86-64 and AArch64 with 4 KiB pages: 2 MiB).
+const HUGE: usize = 2 << 20;
 /// Purged chunks kept mapped for reuse.
 const SPARE_MAX: usize = 1024;
-/// Empty chunks beyond the retained ones that may wait for the purger at once (16 MiB).
-const WAITING_MAX: usize = 64;
 
-/// Empty chunks waiting for the purger, all classes together.
-static WAITING: AtomicUsize = AtomicUsize::new(0);
 
 /// Bit `c`: class `c`'s empty list may hold a chunk (set under the class lock when one is pushed,
 /// cleared under it when the list empties; read without the lock as a hint).
@@ -68,9 +69,18 @@ static REGIONS: Lock<Regions> = Lock::new(Regions {
 /// Maps `len` bytes of chunks (aligned to CHUNK_SIZE) and marks them ours in the address map;
 /// null when the OS has no memory.
 fn map_region(len: usize) -> *mut u8 {
-    let m = os::map_aligned(len, CHUNK_SIZE);
+    let huge = len % HUGE == 0
+        && match settings::huge_pages() {
+            settings::HugePages::Off => false,
+            settings::HugePages::PastMiB(m) => (MAPPED.load(Ordering::Relaxed) * CHUNK_SIZE) >> 20 >= m,
+        };
+    let m = os::map_aligned(len, if huge { HUGE } else { CHUNK_SIZE });
     if m.is_null() {
         return m;
+    }
+    if huge {
+        // SAFETY: our own fresh mapping, HUGE-aligned and a multiple of it.
+        unsafe { os::advise_huge(m, len) };
     }
     if !addr_map::set(Kind::Chunk, m, len, true) {
         // SAFETY: our own fresh mapping, unknown to anyone.
@@ -246,7 +256,6 @@ fn take_empty(class: usize) -> *mut Chunk {
         NONEMPTY.fetch_and(!(1 << class), Ordering::Relaxed);
     }
     drop(l);
-    WAITING.fetch_sub(1, Ordering::Relaxed);
     c
 }
 
@@ -261,8 +270,7 @@ pub unsafe fn release(c: *mut Chunk) {
     let retain = settings::retained_chunks();
     let delay = purger::running(tick);
     let mut l = CLASSES[class].lock();
-    if l.nempty < retain || delay && WAITING.load(Ordering::Relaxed) < WAITING_MAX {
-        WAITING.fetch_add(1, Ordering::Relaxed);
+    if l.nempty < retain || delay {
         // SAFETY: as above; we hold the class lock.
         unsafe {
             (*c).emptied_at = os::now_ms();
@@ -394,7 +402,6 @@ fn purge_empty(class: usize, keep: usize, now: u32, delay_ms: u32) {
         if l.nempty == 0 {
             NONEMPTY.fetch_and(!(1 << class), Ordering::Relaxed);
         }
-        WAITING.fetch_sub(gone, Ordering::Relaxed);
         out
     };
     // SAFETY: the chunks left the empty list: empty, unowned, referred to by nobody.

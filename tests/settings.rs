@@ -15,10 +15,11 @@ fn child() {
     }
     let v: Vec<u64> = (0..1000).collect(); // allocate a little
     println!(
-        "delay={} retained={} sum={} large={:?}",
+        "delay={} retained={} sum={} huge={:?} large={:?}",
         poolalloc::purge_delay().as_millis(),
         poolalloc::retained_chunks(),
         v.iter().sum::<u64>(),
+        poolalloc::huge_pages(),
         poolalloc::large_blocks()
     );
 }
@@ -163,6 +164,37 @@ fn large_blocks_source_is_chosen_by_name_and_a_bad_name_warns() {
     let w = warnings(&err);
     assert_eq!(w.len(), 1, "{err}");
     assert!(w[0].contains("POOLALLOC_LARGE_BLOCKS=mmap is not"), "{err}");
+}
+
+/// The huge-page setting the child reports.
+fn huge(out: &str) -> &str {
+    out.lines()
+        .find_map(|l| {
+            l.find("huge=")
+                .map(|i| l[i + "huge=".len()..].split(' ').next().unwrap())
+        })
+        .unwrap_or_else(|| panic!("no huge= in:\n{out}"))
+}
+
+#[test]
+fn huge_pages_take_off_on_or_a_threshold_and_a_bad_value_warns() {
+    let default = "Off";
+    assert_eq!(huge(&run(&[]).0), default);
+    for (value, seen) in [
+        ("off", "Off"),
+        ("on", "PastMiB(0)"),
+        ("0", "PastMiB(0)"),
+        ("64", "PastMiB(64)"),
+    ] {
+        let (out, err) = run(&[("POOLALLOC_HUGE_PAGES", value)]);
+        assert_eq!(huge(&out), seen, "POOLALLOC_HUGE_PAGES={value}");
+        assert!(warnings(&err).is_empty(), "{err}");
+    }
+    let (out, err) = run(&[("POOLALLOC_HUGE_PAGES", "lots")]);
+    assert_eq!(huge(&out), default);
+    let w = warnings(&err);
+    assert_eq!(w.len(), 1, "{err}");
+    assert!(w[0].contains("POOLALLOC_HUGE_PAGES=lots is not"), "{err}");
 }
 
 #[test]

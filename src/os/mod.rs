@@ -259,6 +259,17 @@ pub unsafe fn purge(p: *mut u8, size: usize) {
     unsafe { imp::purge(p, size) }
 }
 
+/// Asks the OS to back `[p, p + size)` with huge pages where it can (Linux transparent huge pages:
+/// `MADV_HUGEPAGE`); `false` where it cannot or will not (THP `never`, another OS). A hint only:
+/// the range behaves as before either way.
+///
+/// # Safety
+/// The range lies inside one mapping made by this module and is page aligned.
+pub unsafe fn advise_huge(p: *mut u8, size: usize) -> bool {
+    // SAFETY: forwarded contract.
+    unsafe { imp::advise_huge(p, size) }
+}
+
 /// Grows the mapping `[p, p + old)` to `new` bytes where it lies, if the address space after it
 /// is free and the OS can remap; `false` (changing nothing) otherwise.
 ///

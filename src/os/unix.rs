@@ -131,6 +131,58 @@ pub unsafe fn purge(p: *mut u8, size: usize) {
     }
 }
 
+/// Whether transparent huge pages may be asked for: `/sys/kernel/mm/transparent_hugepage/enabled`
+/// is not `[never]` (read once, without allocating).
+#[cfg(target_os = "linux")]
+fn thp_allowed() -> bool {
+    use core::sync::atomic::{AtomicU8, Ordering::Relaxed};
+    static STATE: AtomicU8 = AtomicU8::new(0);
+    match STATE.load(Relaxed) {
+        1 => return true,
+        2 => return false,
+        _ => {}
+    }
+    let mut buf = [0u8; 64];
+    // SAFETY: a NUL-terminated path; read into a stack buffer of the length given.
+    let n = unsafe {
+        let fd = libc::open(
+            c"/sys/kernel/mm/transparent_hugepage/enabled".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        );
+        if fd < 0 {
+            -1
+        } else {
+            let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+            libc::close(fd);
+            n
+        }
+    };
+    let text = &buf[..n.max(0) as usize];
+    let never = text.windows(7).any(|w| w == b"[never]");
+    let ok = n > 0 && !never;
+    STATE.store(if ok { 1 } else { 2 }, Relaxed);
+    ok
+}
+
+/// # Safety
+/// See `os::advise_huge`.
+pub unsafe fn advise_huge(p: *mut u8, size: usize) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        if !thp_allowed() {
+            return false;
+        }
+        // SAFETY: the range is ours and page aligned (caller); MADV_HUGEPAGE only changes how
+        // future faults in it are served.
+        unsafe { libc::madvise(p.cast(), size, libc::MADV_HUGEPAGE) == 0 }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (p, size);
+        false
+    }
+}
+
 /// # Safety
 /// See `os::grow_in_place`.
 pub unsafe fn grow_in_place(p: *mut u8, old: usize, new: usize) -> bool {

@@ -457,3 +457,9 @@ pub fn trim_system_allocator() {}
 
 /// The system heap keeps its own policy.
 pub fn keep_system_allocator_blocks() {}
+
+/// # Safety
+/// See `os::advise_huge`.
+pub unsafe fn advise_huge(_p: *mut u8, _size: usize) -> bool {
+    false
+}
