@@ -123,7 +123,7 @@ impl LargeBlocks {
 /// 2026-11-25) huge pages took 40–98% of the faults away but not the time (geometric mean 1.04
 /// with regions past 32 MiB, 1.10 with every region; a workload that drifts through sizes ran 2×
 /// slower), though big steady heaps gained (group-by 0.72–0.81, freeing and rebuilding 650 MiB
-/// 0.79). `benches/results/huge-pages.md` has the figures.
+/// 0.79). `benches/results/faults.md` has the figures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HugePages {
     /// Never ask for huge pages.

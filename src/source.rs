@@ -12,7 +12,7 @@
 //!   are still resident) before a spare or a fresh chunk, so waiting chunks never raise the peak,
 //!   and a program that frees much in a busy phase builds it again without faulting it back in.
 //!   (Until 2026-11-25 at most 16 MiB waited and the rest was purged at once, in the freeing
-//!   thread: frag-free-all took 1.5× the time at scale 3; benches/results/huge-pages.md.)
+//!   thread: frag-free-all took 1.5× the time at scale 3; benches/results/faults.md.)
 //! - **Abandoned chunks**, per class: chunks with live slots whose owning thread exited. A heap
 //!   that needs a chunk of the class adopts one; the purger (and `trim`) collects their remote
 //!   frees and releases those that became empty.

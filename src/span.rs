@@ -17,7 +17,10 @@
 //! space in all) for any large request, with their pages far beyond the block purged when they
 //! are much larger, or grown to it by a remap (jemalloc's dirty extents, mimalloc's purge delay).
 //! So a block freed and allocated again costs no system call, and a program that cycles blocks of
-//! 5 to 25 MB does not fault in fresh pages for each. The purger unmaps spans that waited longer
+//! 5 to 25 MB does not fault in fresh pages for each. A block that grows past its span takes a
+//! waiting span that holds the new size (up to 4 times it) and grows on inside it, its old span
+//! waiting in its place, so a buffer grown by doubling reuses resident pages instead of faulting
+//! in new ones at each step. The purger unmaps spans that waited longer
 //! than the purge delay (so RSS falls within a second of going idle), and `trim` unmaps all of
 //! them; with a delay of zero, or no purger, nothing above 4 MiB waits. Growing a span moves its
 //! pages where the OS can (`mremap` on Linux: no copy, in place when the address space after it
