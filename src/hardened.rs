@@ -458,6 +458,46 @@ mod imp {
         // SAFETY: held by lock_for_fork, guard forgotten.
         unsafe { LARGE.force_unlock() };
     }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+        use crate::chunk::{CHUNK_SIZE, FreeSlot};
+        use std::alloc::{Layout, alloc_zeroed, dealloc};
+
+        /// An 8-byte slot reads as free while its word decodes to a link a free slot could hold
+        /// and, on 32-bit targets, while its other half holds its tag. A live block whose word
+        /// happens to be such a link is taken for free on 64-bit targets (the documented 2^-37
+        /// chance for data that does not know the key), never on 32-bit ones, where the same
+        /// chance would be 2^-17 without the tag.
+        #[test]
+        fn an_8_byte_slot_is_free_by_its_link_and_on_32_bit_its_tag() {
+            let l = Layout::from_size_align(CHUNK_SIZE, CHUNK_SIZE).unwrap();
+            // SAFETY: l has a non-zero size.
+            let base = unsafe { alloc_zeroed(l) };
+            assert!(!base.is_null());
+            init_link_keys();
+            // SAFETY: base is a CHUNK_SIZE-aligned, zeroed region this test owns; the chunk's
+            // slots are handed out below the way the heap's fast path does it.
+            unsafe {
+                let c = chunk::init(base, 0);
+                assert!(chunk::extend(c) > 2);
+                let s0 = (*c).free;
+                (*c).free = FreeSlot::next(s0);
+                let s1 = (*c).free;
+                assert!(looks_free_8(s0.cast()) && looks_free_8(s1.cast()));
+                on_hand_out(s0.cast(), 0);
+                assert!(!looks_free_8(s0.cast()), "a handed-out slot reads as free");
+                // The live block now holds the encoded link to s1, a free slot of its chunk.
+                s0.cast::<*mut FreeSlot>().write(link::encode(s1));
+                assert_eq!(looks_free_8(s0.cast()), !link::TAG8);
+                // Freed, it carries its tag again (on 32-bit targets), and reads as free.
+                link::mark_free(s0.cast(), 8);
+                assert!(looks_free_8(s0.cast()));
+                dealloc(base, l);
+            }
+        }
+    }
 }
 
 #[cfg(not(feature = "hardened"))]
