@@ -168,7 +168,7 @@ mod tests {
         {
             let above = core::ptr::without_provenance_mut::<u8>(GRANULES * CHUNK_SIZE);
             assert!(!set(Kind::Chunk, above, CHUNK_SIZE, true));
-            assert_eq!(kind_of(usize::MAX as *const u8), Kind::Foreign);
+            assert_eq!(kind_of(core::ptr::without_provenance(usize::MAX)), Kind::Foreign);
         }
     }
 }
