@@ -1,12 +1,13 @@
 //! Which parts of the address space are ours: one byte per [`CHUNK_SIZE`] granule of the user
-//! address space (`os::ADDRESS_BITS`: 47 bits, 48 on AArch64), naming it one of our chunks, one of our large spans (see `span`), or foreign.
+//! address space (`os::ADDRESS_BITS`: 47 bits, 48 on AArch64, all 32 on 32-bit targets), naming it
+//! one of our chunks, one of our large spans (see `span`), or foreign.
 //! A pointer handed to `free` with no size (the C ABI) and a pointer checked by the `hardened`
 //! feature are looked up here before anything at their address is read, so a pointer that is not
 //! ours never leads to a read of memory that may not be mapped.
 //!
-//! The map takes 512 MiB of address space (1 GiB with 48-bit addresses), reserved once
-//! (`os::map_sparse`) on first use; only the
-//! pages that cover our memory are ever touched. Bytes are written with atomics: no lock.
+//! The map takes 512 MiB of address space (1 GiB with 48-bit addresses, 16 KiB on 32-bit
+//! targets), reserved once (`os::map_sparse`) on first use; only the pages that cover our memory
+//! are ever touched. Bytes are written with atomics: no lock.
 
 use crate::chunk::{CHUNK_SHIFT, CHUNK_SIZE};
 use crate::os;
@@ -18,12 +19,13 @@ use core::sync::atomic::{
 
 /// Bits of address the map covers: the user address space (`os::ADDRESS_BITS`), less under Miri,
 /// whose allocations sit low and which would otherwise allocate the whole map.
-const ADDR_BITS: usize = if cfg!(miri) {
+const ADDR_BITS: usize = if cfg!(miri) && os::ADDRESS_BITS > 40 {
     40
 } else {
     os::ADDRESS_BITS as usize
 };
-/// Granules in the covered address space, and bytes of the map (512 MiB or 1 GiB of address space).
+/// Granules in the covered address space, and bytes of the map (512 MiB or 1 GiB of address space
+/// on 64-bit targets, 16 KiB on 32-bit ones, where it covers every address).
 const GRANULES: usize = 1 << (ADDR_BITS - CHUNK_SHIFT);
 
 /// One byte per granule ([`Kind`] as `u8`), mapped with MAP_NORESERVE on first use; only the pages
@@ -135,22 +137,38 @@ mod tests {
 
     #[test]
     fn set_and_clear_granules() {
-        // An address range nobody maps in a test: the top of the covered space.
-        let base = ((1usize << ADDR_BITS) - 4 * CHUNK_SIZE) as *mut u8;
+        // An address range nobody maps in a test: on 64-bit targets two granules below the top of
+        // the covered space; on 32-bit ones, where the map covers every address (the top holds
+        // the main thread's stack), the first granule, at address 0 (no chunk or span can start
+        // there, and the granule after it is left alone: under qemu-user the guest's mappings
+        // may lie that low).
+        let (base, n) = if cfg!(target_pointer_width = "64") {
+            ((GRANULES - 4) * CHUNK_SIZE, 2)
+        } else {
+            (0, 1)
+        };
+        let base = core::ptr::without_provenance_mut::<u8>(base);
         assert_eq!(kind_of(base), Kind::Foreign);
-        assert!(set(Kind::Span, base, 2 * CHUNK_SIZE, true));
+        assert!(set(Kind::Span, base, n * CHUNK_SIZE, true));
         assert_eq!(kind_of(base), Kind::Span);
-        assert_eq!(kind_of(base.wrapping_add(2 * CHUNK_SIZE - 1)), Kind::Span);
-        assert_eq!(kind_of(base.wrapping_add(2 * CHUNK_SIZE)), Kind::Foreign);
+        assert_eq!(kind_of(base.wrapping_add(n * CHUNK_SIZE - 1)), Kind::Span);
+        if n == 2 {
+            assert_eq!(kind_of(base.wrapping_add(n * CHUNK_SIZE)), Kind::Foreign);
+        }
         assert!(!is_chunk(base));
-        assert!(set(Kind::Span, base, 2 * CHUNK_SIZE, false));
+        assert!(set(Kind::Span, base, n * CHUNK_SIZE, false));
         assert_eq!(kind_of(base), Kind::Foreign);
-        assert!(!set(
-            Kind::Chunk,
-            (1usize << ADDR_BITS) as *mut u8,
-            CHUNK_SIZE,
-            true
-        ));
-        assert_eq!(kind_of(usize::MAX as *const u8), Kind::Foreign);
+        // A range that runs past the covered space is refused, changing nothing.
+        let last = core::ptr::without_provenance_mut::<u8>((GRANULES - 1) * CHUNK_SIZE);
+        let before = kind_of(last);
+        assert!(!set(Kind::Chunk, last, 2 * CHUNK_SIZE, true));
+        assert_eq!(kind_of(last), before);
+        // Above the covered space (there is none on 32-bit targets).
+        #[cfg(target_pointer_width = "64")]
+        {
+            let above = core::ptr::without_provenance_mut::<u8>(GRANULES * CHUNK_SIZE);
+            assert!(!set(Kind::Chunk, above, CHUNK_SIZE, true));
+            assert_eq!(kind_of(core::ptr::without_provenance(usize::MAX)), Kind::Foreign);
+        }
     }
 }

@@ -10,9 +10,16 @@
 //!
 //! Not synchronised: each user keeps its table under its own lock or in a thread-local.
 
-// Each user is behind a feature and uses part of the interface.
+// Each user is behind a feature and uses part of the interface (the profiler's only where it
+// records: `if_profiled!` in lib.rs).
 #![cfg_attr(
-    not(all(feature = "hardened", feature = "testing", feature = "profiling")),
+    not(all(
+        feature = "hardened",
+        feature = "testing",
+        feature = "profiling",
+        target_pointer_width = "64",
+        any(target_os = "linux", target_os = "macos", target_os = "freebsd")
+    )),
     allow(dead_code)
 )]
 

@@ -118,7 +118,7 @@ pub struct Chunk {
     /// When the chunk last became empty (`os::now_ms`), while the source holds it (so no heap
     /// writes this line while it owns the chunk).
     pub emptied_at: u32,
-    _pad0: [u8; 28],
+    _pad0: [u8; PAD0],
 
     /// Free slots the owner hands out next.
     pub free: *mut FreeSlot,
@@ -145,21 +145,28 @@ pub struct Chunk {
     pub requested: AtomicU32,
     /// On the owner's list of full chunks.
     pub in_full: bool,
-    _pad1: [u8; 3],
+    _pad1: [u8; PAD1],
 
     /// Frees by other threads (a list of slots, linked like `free`), with the [`FULL`] bit.
     pub remote: AtomicUsize,
     /// Requested bytes freed (or resized away) by other threads (wrapping), added before the slot
     /// is pushed onto `remote` (while it is still live, so the chunk cannot change hands).
     pub remote_requested: AtomicU32,
-    _pad2: [u8; 52],
+    _pad2: [u8; PAD2],
 }
+
+// The padding that ends each of the header's cache lines, for 8-byte words (28, 3 and 52 bytes)
+// and 4-byte ones (40, 27 and 56): each line's fields are pointer-sized words and `u32`s.
+const WORD: usize = size_of::<usize>();
+const PAD0: usize = 64 - (3 * WORD + 3 * 4);
+const PAD1: usize = 64 - (6 * WORD + 3 * 4 + 1);
+const PAD2: usize = 64 - (WORD + 4);
 
 /// `notify_at` of a chunk whose frees never need the slow path (the current chunk).
 pub const NEVER: u32 = u32::MAX;
 
-/// The header magic of a chunk in use.
-pub const LIVE: usize = 0x706f_6f6c_616c_6c63; // "poolallc"
+/// The header magic of a chunk in use: "poolallc", or its last four letters in a 32-bit word.
+pub const LIVE: usize = 0x706f_6f6c_616c_6c63_u64 as usize;
 
 const _: () = assert!(core::mem::size_of::<Chunk>() == HEADER_SIZE);
 const _: () = assert!(core::mem::offset_of!(Chunk, free) == 64);
@@ -194,8 +201,8 @@ pub fn base(c: *mut Chunk) -> *mut u8 {
 /// A stand-in header with nothing to hand out: an empty heap's classes point here, so the fast
 /// path needs no null check (it finds `free` null and takes the slow path). Never written.
 #[repr(C, align(64))]
-pub struct Dummy([usize; HEADER_SIZE / 8]);
-pub static DUMMY: Dummy = Dummy([0; HEADER_SIZE / 8]);
+pub struct Dummy([usize; HEADER_SIZE / WORD]);
+pub static DUMMY: Dummy = Dummy([0; HEADER_SIZE / WORD]);
 
 /// The dummy header as a chunk pointer (only its null `free` is ever read).
 #[inline(always)]
@@ -256,7 +263,7 @@ pub unsafe fn init(base: *mut u8, class: usize) -> *mut Chunk {
             magic: LIVE,
             carved: AtomicUsize::new(base as usize),
             emptied_at: 0,
-            _pad0: [0; 28],
+            _pad0: [0; PAD0],
             free: ptr::null_mut(),
             local_free: ptr::null_mut(),
             bump: base,
@@ -267,10 +274,10 @@ pub unsafe fn init(base: *mut u8, class: usize) -> *mut Chunk {
             notify_at: NEVER,
             requested: AtomicU32::new(0),
             in_full: false,
-            _pad1: [0; 3],
+            _pad1: [0; PAD1],
             remote: AtomicUsize::new(0),
             remote_requested: AtomicU32::new(0),
-            _pad2: [0; 52],
+            _pad2: [0; PAD2],
         });
     }
     c

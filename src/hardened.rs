@@ -3,7 +3,7 @@
 //!
 //! | misuse | how it is caught |
 //! |---|---|
-//! | double free, realloc of a freed block | free slots of 16 B and more carry a keyed tag of their address in their second word; an 8-byte slot counts as free while its only word decodes to a link a free slot could hold (handing it out overwrites the word); large blocks: a table of live blocks |
+//! | double free, realloc of a freed block | free slots of 16 B and more carry a keyed tag of their address in their second word; an 8-byte slot counts as free while its link word decodes to a link a free slot could hold (handing it out overwrites the word) and, on 32-bit targets, where the link is half the slot, while the other half holds a 32-bit keyed tag; large blocks: a table of live blocks |
 //! | free of an interior, unaligned, wild, foreign or never-allocated pointer | the address map of our chunks (`addr_map`); the slot grid of the chunk (a multiply, not a division); the chunk's carved watermark; the live-large-block table |
 //! | size-mismatched dealloc | the layout's class against the chunk header's class (a smaller class is accepted where `realloc` may have shrunk the block in place: at least half the slot, `size_class::stays`) |
 //! | corrupted free-list links | links stored as `rotl(p ^ k1, k0) + k0` with per-process keys; a decoded link must be a free slot of the same chunk: in its slot area and carrying its own tag (8-byte slots: a carved slot's start) |
@@ -16,7 +16,8 @@
 //! live block whose second word happens to equal its own secret tag would be taken for free (a
 //! 2^-64 chance for data that does not know the key); for an 8-byte block the chance is that its
 //! word decodes to an 8-aligned address inside one of our chunks of its class (for a 1 GiB heap
-//! about 2^-37).
+//! about 2^-37; on 32-bit targets, an 8-aligned address in its own chunk, 2^-17, and its last 4
+//! bytes its 32-bit tag, 2^-32: 2^-49 together).
 
 //! Every function here has a no-op twin when the feature is off; the data path calls them
 //! unconditionally from one hand-out point and one free point (`global`), and the chunk source
@@ -91,20 +92,25 @@ mod imp {
 
     // --- per-slot state: free-slot tags, and links for the 8-byte class --------------------------------
 
-    /// An 8-byte slot has room only for its link, so its state is read from that word: free while it
-    /// decodes to a link a free slot could hold (null, or an 8-aligned address in the slot's own
-    /// chunk; every free slot's word is such a link, written by `set_next`). Handing the slot out
-    /// zeroes the word, which decodes to no such link (see `init`). A per-slot bitmap did the same
-    /// with two atomic read-modify-writes per pair on a word that threads sharing a chunk fought over
-    /// (cache-scratch ran 4.4–4.8x slower hardened than default).
+    /// An 8-byte slot has room only for its link on 64-bit targets, so its state is read from that
+    /// word: free while it decodes to a link a free slot could hold (null, or an 8-aligned address
+    /// in the slot's own chunk; every free slot's word is such a link, written by `set_next`).
+    /// Handing the slot out zeroes the word, which decodes to no such link (see `link::init`). A
+    /// per-slot bitmap did the same with two atomic read-modify-writes per pair on a word that
+    /// threads sharing a chunk fought over (cache-scratch ran 4.4–4.8x slower hardened than
+    /// default). On 32-bit targets the link is 4 bytes and the rest of the slot holds a 32-bit tag
+    /// ([`link::TAG8`]), required too: a 4-byte link alone would take a live block for free with a
+    /// chance of 2^-17 (1/8 for the alignment, 2^-14 for the chunk).
     ///
     /// # Safety
     /// `p` is the start of a carved 8-byte slot of one of our chunks (`slot_of`).
     #[inline(always)]
     unsafe fn looks_free_8(p: *mut u8) -> bool {
-        // SAFETY: p is a carved slot, at least a word long and 8-aligned (caller).
+        // SAFETY: p is a carved slot, 8 bytes long and 8-aligned (caller).
         let n = decode(unsafe { p.cast::<*mut FreeSlot>().read() });
-        n.is_null() || (n as usize & 7 == 0 && chunk::of(n) == chunk::of(p))
+        let linked = n.is_null() || (n as usize & 7 == 0 && chunk::of(n) == chunk::of(p));
+        // SAFETY: as above: bytes 4..8 of the slot (where TAG8, the link is 4 bytes).
+        linked && (!link::TAG8 || unsafe { p.add(4).cast::<u32>().read() } == link::tag8(p))
     }
 
     /// `ceil(2^40 / size)` for every class: `(off · RECIP[c]) >> 40 == off / size` for every offset
@@ -224,9 +230,10 @@ mod imp {
         // SAFETY: p was just handed out of its chunk, whose header is live and owned by this thread.
         check_link(p.cast(), unsafe { (*chunk::of(p)).free }, size);
         if size < 16 {
-            // Its link was checked when it was taken off its list; zeroing it makes the block live.
-            // SAFETY: the slot is ours now, one 8-aligned word.
-            unsafe { p.cast::<usize>().write(0) };
+            // Its link was checked when it was taken off its list; zeroing it (and, on 32-bit
+            // targets, the tag after it) makes the block live.
+            // SAFETY: the slot is ours now, 8 bytes, 8-aligned.
+            unsafe { p.cast::<u64>().write(0) };
             return;
         }
         let w = p.cast::<u64>();
@@ -271,6 +278,9 @@ mod imp {
             if unsafe { looks_free_8(p) } {
                 double_free(p);
             }
+            // Its tag, on 32-bit targets (nothing on 64-bit ones); the free path writes the link.
+            // SAFETY: the block was live and its owner has just given it up.
+            unsafe { link::mark_free(p, size) };
             return;
         }
         let t = tag(p);
@@ -447,6 +457,46 @@ mod imp {
     pub unsafe fn unlock_after_fork() {
         // SAFETY: held by lock_for_fork, guard forgotten.
         unsafe { LARGE.force_unlock() };
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+        use crate::chunk::{CHUNK_SIZE, FreeSlot};
+        use std::alloc::{Layout, alloc_zeroed, dealloc};
+
+        /// An 8-byte slot reads as free while its word decodes to a link a free slot could hold
+        /// and, on 32-bit targets, while its other half holds its tag. A live block whose word
+        /// happens to be such a link is taken for free on 64-bit targets (the documented 2^-37
+        /// chance for data that does not know the key), never on 32-bit ones, where the same
+        /// chance would be 2^-17 without the tag.
+        #[test]
+        fn an_8_byte_slot_is_free_by_its_link_and_on_32_bit_its_tag() {
+            let l = Layout::from_size_align(CHUNK_SIZE, CHUNK_SIZE).unwrap();
+            // SAFETY: l has a non-zero size.
+            let base = unsafe { alloc_zeroed(l) };
+            assert!(!base.is_null());
+            init_link_keys();
+            // SAFETY: base is a CHUNK_SIZE-aligned, zeroed region this test owns; the chunk's
+            // slots are handed out below the way the heap's fast path does it.
+            unsafe {
+                let c = chunk::init(base, 0);
+                assert!(chunk::extend(c) > 2);
+                let s0 = (*c).free;
+                (*c).free = FreeSlot::next(s0);
+                let s1 = (*c).free;
+                assert!(looks_free_8(s0.cast()) && looks_free_8(s1.cast()));
+                on_hand_out(s0.cast(), 0);
+                assert!(!looks_free_8(s0.cast()), "a handed-out slot reads as free");
+                // The live block now holds the encoded link to s1, a free slot of its chunk.
+                s0.cast::<*mut FreeSlot>().write(link::encode(s1));
+                assert_eq!(looks_free_8(s0.cast()), !link::TAG8);
+                // Freed, it carries its tag again (on 32-bit targets), and reads as free.
+                link::mark_free(s0.cast(), 8);
+                assert!(looks_free_8(s0.cast()));
+                dealloc(base, l);
+            }
+        }
     }
 }
 

@@ -35,11 +35,12 @@
 //! all point at a dummy chunk with nothing to hand out, so the fast path needs no check.
 
 use crate::chunk::{self, Chunk, FreeSlot, push, unlink};
+use crate::class_set::ClassSet;
 use crate::lock::Lock;
 use crate::size_class::NUM_CLASSES;
 use crate::{fork, os, source};
 use core::ptr;
-use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering::Relaxed};
 
 /// One class of a heap. The fast paths count nothing here: a chunk's own `used` and `requested`
 /// are the live counts, summed over the heap's chunks by [`class_totals`].
@@ -64,8 +65,8 @@ pub struct Heap {
     /// the bin's lists. An array of its own, so the fast path finds it with one scaled load.
     current: [*mut Chunk; NUM_CLASSES],
     bins: [Bin; NUM_CLASSES],
-    /// Bit `c`: a remote free found a full chunk of class `c` (set by any thread).
-    hint: AtomicU64,
+    /// Class `c` is in: a remote free found a full chunk of class `c` (put in by any thread).
+    hint: ClassSet,
     /// Large blocks allocated minus freed by this thread, and their bytes (wrapping).
     large_blocks: AtomicUsize,
     large_bytes: AtomicUsize,
@@ -132,7 +133,7 @@ const fn new_heap() -> Heap {
                 full: ptr::null_mut(),
             }
         }; NUM_CLASSES],
-        hint: AtomicU64::new(0),
+        hint: ClassSet::new(),
         large_blocks: AtomicUsize::new(0),
         large_bytes: AtomicUsize::new(0),
         large_allocated: AtomicUsize::new(0),
@@ -395,8 +396,8 @@ unsafe fn refill(h: *mut Heap, c: usize) -> *mut Chunk {
                 push(&raw mut (*b).full, ch);
                 *current(h, c) = chunk::dummy();
             }
-            if (*h).hint.load(Relaxed) & (1 << c) != 0 {
-                (*h).hint.fetch_and(!(1 << c), Relaxed);
+            if (*h).hint.contains(c) {
+                (*h).hint.remove(c);
                 unfull_hinted(h, c);
             }
             fresh = true;
@@ -664,7 +665,7 @@ unsafe fn flush_all(h: *mut Heap) {
 fn hint_if_full(was_full: bool, owner: *mut u8, c: usize) {
     if was_full && !owner.is_null() {
         // SAFETY: owner points at a heap in the heap arena (or a static heap).
-        unsafe { (*owner.cast::<Heap>()).hint.fetch_or(1 << c, Relaxed) };
+        unsafe { (*owner.cast::<Heap>()).hint.insert(c) };
     }
 }
 
@@ -871,7 +872,7 @@ unsafe fn abandon_all(h: *mut Heap) {
                 }
             }
         }
-        (*h).hint.store(0, Relaxed);
+        (*h).hint.clear();
         let mut r = REGISTRY.lock();
         for (c, o) in ORPHAN.iter().enumerate() {
             let b = bin(h, c);
@@ -917,8 +918,8 @@ pub fn trim_current_thread() {
         flush_all(h);
         for c in 0..NUM_CLASSES {
             let b = bin(h, c);
-            if (*h).hint.load(Relaxed) & (1 << c) != 0 {
-                (*h).hint.fetch_and(!(1 << c), Relaxed);
+            if (*h).hint.contains(c) {
+                (*h).hint.remove(c);
                 unfull_hinted(h, c);
             }
             let cur = *current(h, c);

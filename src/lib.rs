@@ -52,75 +52,67 @@
 //!
 //! # Platforms
 //!
-//! The pools run on 64-bit Linux (glibc and musl, x86-64 and AArch64), macOS, FreeBSD and Windows;
-//! every OS service they use sits behind one contract (`src/os/`). Everywhere else (wasm32, 32-bit
-//! targets, any OS without a port) the crate still compiles and [`PoolAlloc`] forwards every call
-//! to `std::alloc::System`; [`Stats::backend`] says which is live, and [`raw`] (the C library's
-//! interface) does not exist there.
+//! The pools run on Linux (glibc and musl; x86-64 and AArch64, and the 32-bit i686 and armv7),
+//! macOS, FreeBSD (64- and 32-bit) and 64-bit Windows; every OS service they use sits behind one
+//! contract (`src/os/`). On a 32-bit target the same pools serve a 4 GiB address space: the address
+//! map covers all of it in 16 KiB, and the size classes and chunks are the same. Everywhere else
+//! (wasm32, 32-bit Windows, any OS without a port) the crate still compiles and [`PoolAlloc`]
+//! forwards every call to `std::alloc::System`; [`Stats::backend`] says which is live, and [`raw`]
+//! (the C library's interface) does not exist there.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_debug_implementations, missing_docs)]
 #![deny(rustdoc::broken_intra_doc_links)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 // Without a port most of the crate is compiled out, and what remains uses only part of the rest.
 #![cfg_attr(
-    not(all(
-        target_pointer_width = "64",
-        any(
-            target_os = "linux",
-            target_os = "macos",
-            target_os = "freebsd",
-            windows
-        )
+    not(any(
+        all(
+            any(target_pointer_width = "32", target_pointer_width = "64"),
+            any(target_os = "linux", target_os = "macos", target_os = "freebsd")
+        ),
+        all(target_pointer_width = "64", windows)
     )),
     allow(dead_code, unused_imports)
 )]
 
 /// Expands its items or statements where the pools have a port (see `os/mod.rs`).
-#[cfg(all(
-    target_pointer_width = "64",
-    any(
-        target_os = "linux",
-        target_os = "macos",
-        target_os = "freebsd",
-        windows
-    )
+#[cfg(any(
+    all(
+        any(target_pointer_width = "32", target_pointer_width = "64"),
+        any(target_os = "linux", target_os = "macos", target_os = "freebsd")
+    ),
+    all(target_pointer_width = "64", windows)
 ))]
 macro_rules! if_pools {
     ($($t:tt)*) => { $($t)* };
 }
-#[cfg(not(all(
-    target_pointer_width = "64",
-    any(
-        target_os = "linux",
-        target_os = "macos",
-        target_os = "freebsd",
-        windows
-    )
+#[cfg(not(any(
+    all(
+        any(target_pointer_width = "32", target_pointer_width = "64"),
+        any(target_os = "linux", target_os = "macos", target_os = "freebsd")
+    ),
+    all(target_pointer_width = "64", windows)
 )))]
 macro_rules! if_pools {
     ($($t:tt)*) => {};
 }
 /// Expands its items or statements where the pools have no port: `PoolAlloc` is `System` there.
-#[cfg(not(all(
-    target_pointer_width = "64",
-    any(
-        target_os = "linux",
-        target_os = "macos",
-        target_os = "freebsd",
-        windows
-    )
+#[cfg(not(any(
+    all(
+        any(target_pointer_width = "32", target_pointer_width = "64"),
+        any(target_os = "linux", target_os = "macos", target_os = "freebsd")
+    ),
+    all(target_pointer_width = "64", windows)
 )))]
 macro_rules! if_fallback {
     ($($t:tt)*) => { $($t)* };
 }
-#[cfg(all(
-    target_pointer_width = "64",
-    any(
-        target_os = "linux",
-        target_os = "macos",
-        target_os = "freebsd",
-        windows
-    )
+#[cfg(any(
+    all(
+        any(target_pointer_width = "32", target_pointer_width = "64"),
+        any(target_os = "linux", target_os = "macos", target_os = "freebsd")
+    ),
+    all(target_pointer_width = "64", windows)
 ))]
 macro_rules! if_fallback {
     ($($t:tt)*) => {};
@@ -188,6 +180,7 @@ pub mod testing;
 if_pools! {
     mod addr_map;
     mod chunk;
+    mod class_set;
     mod fork;
     mod hardened;
     mod heap;

@@ -6,7 +6,8 @@
 //!   not point where an attacker chose, and a corrupted one is caught when it is decoded;
 //! - a free slot of 16 bytes or more carries a keyed tag of its own address in its second word and
 //!   the `0x1deadb0b` pattern in the rest of its first 64 bytes (`mark_free`); `hardened` checks the
-//!   tag on free (double free) and both on hand-out (write after free).
+//!   tag on free (double free) and both on hand-out (write after free). On 32-bit targets an 8-byte
+//!   free slot, whose link takes half of it, carries a 32-bit tag in the other half.
 //!
 //! This module knows nothing of chunks, so the chunk module (below the checks) can write free slots.
 
@@ -14,7 +15,7 @@ pub use imp::*;
 
 #[cfg(feature = "hardened")]
 mod imp {
-    use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+    use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
     /// Free slots are marked, links encoded.
     pub const HARDENED: bool = true;
@@ -33,53 +34,127 @@ mod imp {
     struct Keys {
         k0: AtomicUsize,
         k1: AtomicUsize,
-        k2: AtomicU64,
+        k2: TagKey,
     }
 
     static KEYS: Keys = Keys {
         k0: AtomicUsize::new(0),
         k1: AtomicUsize::new(0),
-        k2: AtomicU64::new(0),
+        k2: TagKey::new(),
     };
+
+    /// The tags' 64-bit key: one atomic where the target has 64-bit atomics; else (some 32-bit
+    /// targets) two 32-bit halves. It is written once, by [`init`], before the first slot is
+    /// tagged and the first span canary written, so no reader sees it half written.
+    #[cfg(target_has_atomic = "64")]
+    struct TagKey(core::sync::atomic::AtomicU64);
+    #[cfg(target_has_atomic = "64")]
+    impl TagKey {
+        const fn new() -> Self {
+            TagKey(core::sync::atomic::AtomicU64::new(0))
+        }
+        #[inline(always)]
+        fn get(&self) -> u64 {
+            self.0.load(Relaxed)
+        }
+        fn set(&self, k: u64) {
+            self.0.store(k, Relaxed)
+        }
+    }
+    #[cfg(not(target_has_atomic = "64"))]
+    struct TagKey([core::sync::atomic::AtomicU32; 2]);
+    #[cfg(not(target_has_atomic = "64"))]
+    impl TagKey {
+        const fn new() -> Self {
+            TagKey([const { core::sync::atomic::AtomicU32::new(0) }; 2])
+        }
+        #[inline(always)]
+        fn get(&self) -> u64 {
+            u64::from(self.0[0].load(Relaxed)) | u64::from(self.0[1].load(Relaxed)) << 32
+        }
+        fn set(&self, k: u64) {
+            self.0[0].store(k as u32, Relaxed);
+            self.0[1].store((k >> 32) as u32, Relaxed);
+        }
+    }
+
+    /// Rotations by `k0` take its low bits: 0 to 63 (0 to 31 on 32-bit targets).
+    const ROTATE_MASK: usize = usize::BITS as usize - 1;
+
+    /// True for an address that no stored link decodes to, and that is not null: at or above
+    /// `2^ADDRESS_BITS` on 64-bit targets; on 32-bit ones, where every address may be user space,
+    /// one that is not 8-aligned (every slot is).
+    #[cfg(target_pointer_width = "64")]
+    pub fn never_a_link(a: usize) -> bool {
+        a >> crate::os::ADDRESS_BITS != 0
+    }
+    #[cfg(not(target_pointer_width = "64"))]
+    pub fn never_a_link(a: usize) -> bool {
+        a & 7 != 0
+    }
+    /// A bit that makes any address [`never_a_link`] when it is flipped in one that is not.
+    #[cfg(target_pointer_width = "64")]
+    const NOT_A_LINK_BIT: usize = 1 << 63;
+    #[cfg(not(target_pointer_width = "64"))]
+    const NOT_A_LINK_BIT: usize = 1;
 
     /// Draws the keys once, before the first chunk exists (so before any link is stored).
     pub fn init() {
         static ONCE: spin::Once<()> = spin::Once::new();
         ONCE.call_once(|| {
             let mut k = crate::os::random_seed();
-            // A zeroed word must decode to an address no link holds (at or above 2^ADDRESS_BITS, never
-            // null): 8-byte blocks are zeroed when handed out, and must then not look free.
+            // A zeroed word must decode to an address no link holds: 8-byte blocks are zeroed when
+            // handed out, and must then not look free.
             let k0 = k[0] | 1;
-            if (0usize.wrapping_sub(k0).rotate_right((k0 & 63) as u32) ^ k[1]) >> crate::os::ADDRESS_BITS == 0 {
-                k[1] ^= 1 << 63;
+            if !never_a_link(0usize.wrapping_sub(k0).rotate_right((k0 & ROTATE_MASK) as u32) ^ k[1]) {
+                k[1] ^= NOT_A_LINK_BIT;
             }
             KEYS.k0.store(k0, Relaxed);
             KEYS.k1.store(k[1], Relaxed);
+            // 64 bits of key: on 32-bit targets a word of a second draw fills the high half.
+            let k2 = if cfg!(target_pointer_width = "64") {
+                k[2] as u64
+            } else {
+                k[2] as u64 | (crate::os::random_seed()[0] as u64) << 32
+            };
             // Never zero: a zeroed slot must not carry a free mark.
-            KEYS.k2.store(k[2] as u64 | 1 << 63, Relaxed);
+            KEYS.k2.set(k2 | 1 << 63);
         });
     }
 
     #[inline(always)]
     pub fn encode<T>(p: *mut T) -> *mut T {
         let (k0, k1) = (KEYS.k0.load(Relaxed), KEYS.k1.load(Relaxed));
-        p.map_addr(|a| (a ^ k1).rotate_left((k0 & 63) as u32).wrapping_add(k0))
+        p.map_addr(|a| (a ^ k1).rotate_left((k0 & ROTATE_MASK) as u32).wrapping_add(k0))
     }
 
     #[inline(always)]
     pub fn decode<T>(e: *mut T) -> *mut T {
         let (k0, k1) = (KEYS.k0.load(Relaxed), KEYS.k1.load(Relaxed));
-        e.map_addr(|a| a.wrapping_sub(k0).rotate_right((k0 & 63) as u32) ^ k1)
+        e.map_addr(|a| a.wrapping_sub(k0).rotate_right((k0 & ROTATE_MASK) as u32) ^ k1)
     }
 
     /// The keyed tag a free slot at `p` carries in its second word.
     #[inline(always)]
     pub fn tag(p: *mut u8) -> u64 {
-        (p as u64).rotate_left(23) ^ KEYS.k2.load(Relaxed)
+        (p as u64).rotate_left(23) ^ KEYS.k2.get()
+    }
+
+    /// Whether a free 8-byte slot carries a tag: on 32-bit targets its link takes 4 of its 8 bytes
+    /// and [`tag8`] fills the other 4; on 64-bit ones the link fills the slot.
+    pub const TAG8: bool = cfg!(target_pointer_width = "32");
+
+    /// The 32-bit tag a free 8-byte slot at `p` carries in its last 4 bytes where [`TAG8`]: [`tag`]
+    /// folded to 32 bits (its low half alone would depend on only 9 bits of a 32-bit address).
+    #[inline(always)]
+    pub fn tag8(p: *mut u8) -> u32 {
+        let t = tag(p);
+        (t ^ (t >> 32)) as u32
     }
 
     /// Marks a free slot of `size` bytes: its tag in word 1 and the poison pattern in words 2.. of
-    /// its first 64 bytes (word 0 is the link). 8-byte slots have only the link.
+    /// its first 64 bytes (word 0 is the link). 8-byte slots have only the link, and on 32-bit
+    /// targets ([`TAG8`]) a 32-bit tag after it.
     ///
     /// # Safety
     /// `s` must be an 8-aligned free slot of `size` bytes that nobody else uses.
@@ -88,6 +163,10 @@ mod imp {
         if size >= 16 {
             // SAFETY: forwarded.
             unsafe { mark_free_tagged(s, size, tag(s)) }
+        } else if TAG8 {
+            // SAFETY: an 8-byte slot whose link is one 4-byte word: bytes 4..8 are the slot's
+            // (caller), 4-aligned.
+            unsafe { s.add(4).cast::<u32>().write(tag8(s)) }
         }
     }
 
@@ -184,14 +263,23 @@ mod tests {
     #[test]
     fn links_round_trip() {
         init();
-        for a in [0usize, 8, 0x7fff_0000_1238, 0x5555_5555_5550] {
+        // The two long ones as they are on 64-bit targets, their low halves on 32-bit ones.
+        let long = [0x7fff_0000_1238_u64 as usize, 0x5555_5555_5550_u64 as usize];
+        for a in [0usize, 8, long[0], long[1], usize::MAX & !7] {
             let p = core::ptr::without_provenance_mut::<u8>(a);
             assert_eq!(decode(encode(p)), p);
         }
-        // Hardened: a zeroed word never decodes to null or to a user-space address.
-        if HARDENED {
+        // Hardened: a zeroed word never decodes to null or to an address a link could hold:
+        // above the user address space on 64-bit targets, not 8-aligned on 32-bit ones.
+        #[cfg(feature = "hardened")]
+        {
             let z = decode(core::ptr::null_mut::<u8>()) as usize;
-            assert!(z >> crate::os::ADDRESS_BITS != 0);
+            assert!(never_a_link(z), "{z:#x}");
+            if cfg!(target_pointer_width = "64") {
+                assert!(z as u64 >> crate::os::ADDRESS_BITS != 0);
+            } else {
+                assert!(z % 8 != 0);
+            }
         }
     }
 

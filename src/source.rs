@@ -23,13 +23,14 @@
 
 use crate::addr_map::{self, Kind};
 use crate::chunk::{self, CHUNK_SIZE, Chunk};
+use crate::class_set::ClassSet;
 use crate::hardened;
 use crate::link;
 use crate::lock::Lock;
 use crate::size_class::NUM_CLASSES;
 use crate::{os, purger, settings, span};
 use core::ptr;
-use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicUsize, Ordering};
 
 /// Chunks mapped together in one region: 16 where part of a mapping can be unmapped, else 1 (on
 /// Windows a reservation is released whole, so each chunk is a reservation of its own).
@@ -40,9 +41,9 @@ const HUGE: usize = 2 << 20;
 const SPARE_MAX: usize = 1024;
 
 
-/// Bit `c`: class `c`'s empty list may hold a chunk (set under the class lock when one is pushed,
-/// cleared under it when the list empties; read without the lock as a hint).
-static NONEMPTY: AtomicU64 = AtomicU64::new(0);
+/// Class `c` is in: its empty list may hold a chunk (put in under the class lock when one is
+/// pushed, taken out under it when the list empties; read without the lock as a hint).
+static NONEMPTY: ClassSet = ClassSet::new();
 
 // ---------------------------------------------------------------------------------------------------
 // Regions and spares.
@@ -215,9 +216,9 @@ pub fn acquire(class: usize) -> *mut Chunk {
     // has not been purged), so re-initialised for this class it costs no page fault, where a spare
     // or a fresh chunk costs one per page (a program whose sizes drift frees chunks of one class
     // and wants another's).
-    let others = NONEMPTY.load(Ordering::Relaxed) & !(1 << class);
-    let candidates =
-        core::iter::once(class).chain((0..NUM_CLASSES).filter(|&o| others & (1 << o) != 0));
+    let others = NONEMPTY.members();
+    let candidates = core::iter::once(class)
+        .chain((0..NUM_CLASSES).filter(|&o| o != class && others.contains(o)));
     for from in candidates {
         let c = take_empty(from);
         if c.is_null() {
@@ -253,7 +254,7 @@ fn take_empty(class: usize) -> *mut Chunk {
     l.empty = unsafe { (*c).next };
     l.nempty -= 1;
     if l.nempty == 0 {
-        NONEMPTY.fetch_and(!(1 << class), Ordering::Relaxed);
+        NONEMPTY.remove(class);
     }
     drop(l);
     c
@@ -278,7 +279,7 @@ pub unsafe fn release(c: *mut Chunk) {
         }
         l.empty = c;
         l.nempty += 1;
-        NONEMPTY.fetch_or(1 << class, Ordering::Relaxed);
+        NONEMPTY.insert(class);
         return;
     }
     drop(l);
@@ -400,7 +401,7 @@ fn purge_empty(class: usize, keep: usize, now: u32, delay_ms: u32) {
         }
         l.nempty -= gone;
         if l.nempty == 0 {
-            NONEMPTY.fetch_and(!(1 << class), Ordering::Relaxed);
+            NONEMPTY.remove(class);
         }
         out
     };

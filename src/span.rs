@@ -52,7 +52,8 @@ const BIG_SLOTS: usize = 8;
 const BIG_BYTES: usize = 256 << 20;
 /// Resident bytes a reused big span may keep past its block (or the block's size, if larger).
 const BIG_KEEP: usize = 16 << 20;
-const MAGIC: usize = 0x5a_9e11_0c8b_d2f3;
+/// The header's magic (its low 32 bits on a 32-bit target).
+const MAGIC: usize = 0x5a_9e11_0c8b_d2f3_u64 as usize;
 
 #[repr(C)]
 struct Header {

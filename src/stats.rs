@@ -66,6 +66,10 @@ impl Stats {
 /// Live counts are summed at snapshot time from the chunks' own counts (the fast paths keep no
 /// other counter); cumulative counts are kept where the slow paths pass. A snapshot allocates
 /// nothing; [`Stats::json`] and [`Stats::prometheus`] render it for machines.
+///
+/// Every count is a `usize`: on a 32-bit target the cumulative ones (`allocations`, `frees`,
+/// `allocated_bytes`, `chunks_mapped`, `chunks_purged`) wrap past 2^32, which a monitor reads as
+/// a counter reset.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct Stats {

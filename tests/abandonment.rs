@@ -21,7 +21,8 @@ struct Block {
     size: usize,
 }
 
-const KEY: usize = 0x9e37_79b9_7f4a_7c15;
+/// (Its low half on 32-bit targets.)
+const KEY: usize = 0x9e37_79b9_7f4a_7c15_u64 as usize;
 
 fn cookie(addr: usize, size: usize) -> usize {
     addr ^ KEY ^ size

@@ -90,7 +90,14 @@ fn run_case(case: &str) {
                 P.dealloc(p.add(128), l(256));
             }
             "wild_pointer" => {
-                P.dealloc(0x1234_5678_9000 as *mut u8, l(64));
+                // On 32-bit targets, where every address may be mapped, the first page (below
+                // the lowest address the kernel maps).
+                let wild = if cfg!(target_pointer_width = "64") {
+                    0x1234_5678_9000_u64 as usize
+                } else {
+                    0x1000
+                };
+                P.dealloc(wild as *mut u8, l(64));
             }
             "foreign_pointer_small" => {
                 let p = System.alloc(l(64));
@@ -135,7 +142,7 @@ fn run_case(case: &str) {
                 P.dealloc(b, l(64));
                 // b is on top of the local free list and links to a: overwrite its link as a heap
                 // overflow would. Handing b out again decodes the link.
-                b.cast::<usize>().write(0x4141_4141_4141_4141);
+                b.cast::<usize>().write(0x4141_4141_4141_4141_u64 as usize);
                 alloc_until(b, l(64));
                 P.alloc(l(64));
             }

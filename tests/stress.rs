@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 static GLOBAL: poolalloc::PoolAlloc = poolalloc::PoolAlloc::new();
 
 const TRANSFER: usize = 1000;
-const COOKIE: usize = 0xbf58_476d_1ce4_e5b9;
+/// (Its low half on 32-bit targets.)
+const COOKIE: usize = 0xbf58_476d_1ce4_e5b9_u64 as usize;
 
 struct Rng(u64);
 impl Rng {

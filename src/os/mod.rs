@@ -2,11 +2,11 @@
 //! function (or, for the thread slot, a macro) of this module; no other module names `libc` or a
 //! Windows API. One file per platform family implements the contract:
 //!
-//! | file          | platforms                                  | backend      |
-//! |---------------|--------------------------------------------|--------------|
-//! | `unix.rs`     | Linux (glibc, musl), macOS, FreeBSD; 64-bit | `Pools`      |
-//! | `windows.rs`  | Windows, 64-bit                            | `Pools`      |
-//! | `fallback.rs` | everything else (wasm32, 32-bit, no port)  | `System`     |
+//! | file          | platforms                                           | backend  |
+//! |---------------|-----------------------------------------------------|----------|
+//! | `unix.rs`     | Linux (glibc, musl), macOS, FreeBSD; 64- and 32-bit | `Pools`  |
+//! | `windows.rs`  | Windows, 64-bit                                     | `Pools`  |
+//! | `fallback.rs` | everything else (wasm32, 32-bit Windows, no port)   | `System` |
 //!
 //! On a platform with no port the pools are not compiled at all: `PoolAlloc` forwards every call
 //! to `std::alloc::System` ([`BACKEND`] says which is live), and the fallback file provides only
@@ -99,13 +99,13 @@ macro_rules! thread_slot_tls {
 pub(crate) use thread_slot_tls;
 
 #[cfg(all(
-    target_pointer_width = "64",
+    any(target_pointer_width = "32", target_pointer_width = "64"),
     any(target_os = "linux", target_os = "macos", target_os = "freebsd")
 ))]
 #[allow(dead_code)] // The whole contract; a build uses what its features need.
 mod unix;
 #[cfg(all(
-    target_pointer_width = "64",
+    any(target_pointer_width = "32", target_pointer_width = "64"),
     any(target_os = "linux", target_os = "macos", target_os = "freebsd")
 ))]
 use unix as imp;
@@ -118,7 +118,7 @@ use windows as imp;
 
 #[cfg(not(any(
     all(
-        target_pointer_width = "64",
+        any(target_pointer_width = "32", target_pointer_width = "64"),
         any(target_os = "linux", target_os = "macos", target_os = "freebsd")
     ),
     all(windows, target_pointer_width = "64")
@@ -127,7 +127,7 @@ use windows as imp;
 mod fallback;
 #[cfg(not(any(
     all(
-        target_pointer_width = "64",
+        any(target_pointer_width = "32", target_pointer_width = "64"),
         any(target_os = "linux", target_os = "macos", target_os = "freebsd")
     ),
     all(windows, target_pointer_width = "64")
@@ -147,9 +147,18 @@ pub use imp::{tls_get, tls_set};
 use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 /// Every address the OS hands to user space lies below `2^ADDRESS_BITS`: 47 bits on x86-64 (Linux,
-/// macOS, Windows, FreeBSD without LA57 opt-in), 48 elsewhere (AArch64 Linux with 48-bit virtual
-/// addresses hands out addresses up to 2^48 by default; macOS on Apple silicon stays below 2^47).
-pub const ADDRESS_BITS: u32 = if cfg!(target_arch = "x86_64") { 47 } else { 48 };
+/// macOS, Windows, FreeBSD without LA57 opt-in), 48 on other 64-bit targets (AArch64 Linux with
+/// 48-bit virtual addresses hands out addresses up to 2^48 by default; macOS on Apple silicon
+/// stays below 2^47), and the whole word on 32-bit targets: a 32-bit process under a 64-bit
+/// kernel (i686 or armv7 on x86-64 or AArch64) is given addresses up to 4 GiB, so no bit of a
+/// pointer is free there.
+pub const ADDRESS_BITS: u32 = if cfg!(target_pointer_width = "32") {
+    32
+} else if cfg!(target_arch = "x86_64") {
+    47
+} else {
+    48
+};
 
 /// Which allocator serves `PoolAlloc` in this build.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,4 +1,5 @@
-//! The OS contract (see `mod.rs`) on Unix: Linux (glibc and musl), macOS and FreeBSD, 64-bit.
+//! The OS contract (see `mod.rs`) on Unix: Linux (glibc and musl), macOS and FreeBSD, 64- and
+//! 32-bit (nothing here depends on the word size).
 //!
 //! What differs between them, and nowhere else in the crate:
 //! - purge: Linux `madvise(MADV_DONTNEED)` (the pages read as zero at once; not `MADV_FREE`,
