@@ -73,7 +73,10 @@ fn map_region(len: usize) -> *mut u8 {
     let huge = len % HUGE == 0
         && match settings::huge_pages() {
             settings::HugePages::Off => false,
-            settings::HugePages::PastMiB(m) => (MAPPED.load(Ordering::Relaxed) * CHUNK_SIZE) >> 20 >= m,
+            // In chunks, without overflow (MAPPED counts since start; 32-bit usize is small).
+            settings::HugePages::PastMiB(m) => {
+                MAPPED.load(Ordering::Relaxed) >= m.saturating_mul((1 << 20) / CHUNK_SIZE)
+            }
         };
     let m = os::map_aligned(len, if huge { HUGE } else { CHUNK_SIZE });
     if m.is_null() {

@@ -359,7 +359,7 @@ pub unsafe fn resize(p: *mut u8, new_size: usize) -> (*mut u8, usize) {
     // in for each). A copy costs less than the faults it saves: 1 MiB is ~0.1 ms to copy, and
     // the span that holds twice it ~0.6 ms of faults on this VM. Moving the pages instead
     // (mremap) would leave the span two mappings, which the next move could not take whole.
-    if let Some((dst, dst_len)) = take_cached(new_len, 3 * new_len, balign) {
+    if let Some((dst, dst_len)) = take_cached(new_len, new_len.saturating_mul(3), balign) {
         // SAFETY: [dst, dst + dst_len) is a waiting span taken off the cache: ours, unused,
         // still marked in the address map, and distinct from p's; the block's usable bytes fit
         // at the same offset there (dst_len ≥ new_len > len). p's span is then given up as
