@@ -1,7 +1,7 @@
 //! `PoolAlloc`: the allocator users install. It routes each request by size class: small ones to
-//! the calling thread's heap, large or over-aligned ones to the system allocator. This is the one
-//! hand-out point and the one free point where the `hardened` checks are called (no-ops without
-//! the feature).
+//! the calling thread's heap, large or over-aligned ones to `large` (the system allocator or
+//! spans, `LargeBlocks`). With `raw` (the size-less interface) it is one of the two places that
+//! call the `hardened` hand-out and free checks (no-ops without the feature).
 
 #[cfg(feature = "testing")]
 use crate::hooks as testing;

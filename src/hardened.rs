@@ -20,7 +20,8 @@
 //! bytes its 32-bit tag, 2^-32: 2^-49 together).
 
 //! Every function here has a no-op twin when the feature is off; the data path calls them
-//! unconditionally from one hand-out point and one free point (`global`), and the chunk source
+//! unconditionally from the hand-out and free points (`global` for `PoolAlloc`, `raw` for the
+//! size-less interface), and the chunk source
 //! registers its regions. Free-slot marks and link encoding are written by [`crate::link`].
 
 pub use imp::*;

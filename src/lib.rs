@@ -44,8 +44,12 @@
 //! - `hardened`: checks that detect misuse (double free, invalid pointer, size mismatch, corrupted
 //!   free lists) and abort with a message naming it.
 //! - `testing`: the hooks of [`testing`] (`set_limit`, `count`, `forbid`).
+//! - `profiling`: the sampling heap profiler (`profile`: live and cumulative bytes by call stack,
+//!   written as pprof; `POOLALLOC_PROF`). See `docs/profiling.md`.
+//! - `raw`: the size-less interface (`poolalloc::raw`: free, usable size and realloc by address
+//!   alone) that the C library `poolalloc-c` exports as `malloc` & co. (a Rust user does not need it).
 //!
-//! Both change the allocator of the **whole process**, not only the crate that turns them on, and
+//! The first three change the allocator of the **whole process**, not only the crate that turns them on, and
 //! cargo unifies features across a build: a library that enables one (even as a dev-dependency of
 //! a test) enables it for every binary of the build that uses `PoolAlloc`. Turn them on in the
 //! binary's own `Cargo.toml`; a library should leave them to its users.

@@ -2,7 +2,10 @@
 //! name, and a Rust setter that wins. Each case runs this test binary again as a child (settings
 //! are read once per process), with `POOLALLOC_TEST_SETTINGS_CHILD` set: the child prints what it sees.
 
-use std::process::{Command, Output};
+#[path = "common/child.rs"]
+mod child;
+
+use std::process::Output;
 use std::time::Duration;
 
 #[global_allocator]
@@ -25,19 +28,9 @@ fn child() {
 }
 
 /// Runs the child with `env` (and nothing else of ours), through the runner the test scripts
-/// name for emulated targets (`POOLALLOC_TEST_RUNNER`, e.g. qemu or wine), if any.
+/// name for emulated targets, if any (`child::this_binary`).
 fn run(env: &[(&str, &str)]) -> (String, String) {
-    let exe = std::env::current_exe().unwrap();
-    let runner = std::env::var("POOLALLOC_TEST_RUNNER").unwrap_or_default();
-    let mut words = runner.split_whitespace();
-    let mut cmd = match words.next() {
-        Some(r) => {
-            let mut c = Command::new(r);
-            c.args(words).arg(&exe);
-            c
-        }
-        None => Command::new(&exe),
-    };
+    let mut cmd = child::this_binary();
     cmd.args(["--exact", "the_child", "--nocapture", "--test-threads=1"]);
     for (k, _) in std::env::vars() {
         if k.starts_with("POOLALLOC_") && !k.starts_with("POOLALLOC_TEST_") {

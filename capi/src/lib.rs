@@ -8,7 +8,7 @@
 //! ```
 //!
 //! `--features hardened` compiles in poolalloc's misuse checks, and a few of the C library's own
-//! (README, "Safety and hardening").
+//! (docs/hardening.md).
 //!
 //! Nothing here needs an init call, and nothing here allocates: the first `malloc` of a thread
 //! (before `main`, inside libc, in a TLS destructor) sets up what it needs from mmap. C++'s

@@ -1,6 +1,6 @@
 //! Child processes of the death tests (tests/hardened.rs, tests/testing_death.rs,
-//! tests/testing_real_crates.rs): this test binary re-run, and how an abort looks to the parent on
-//! each platform.
+//! tests/testing_real_crates.rs) and of tests/settings.rs: this test binary re-run, and how an
+//! abort looks to the parent on each platform.
 
 use std::process::{Command, ExitStatus};
 
@@ -30,6 +30,7 @@ pub fn this_binary() -> Command {
 /// True if `status` is that of a process that aborted: killed by SIGABRT on Unix; on Windows, ended by
 /// `__fastfail` (STATUS_STACK_BUFFER_OVERRUN, 0xC0000409: Rust's `std::process::abort` and the
 /// Universal CRT's `abort()`) or by msvcrt's `abort()`, which exits with code 3.
+#[allow(dead_code)] // tests/settings.rs runs children that must not abort
 pub fn aborted(status: &ExitStatus) -> bool {
     #[cfg(unix)]
     {
