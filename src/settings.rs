@@ -120,7 +120,8 @@ impl LargeBlocks {
 /// one.
 ///
 /// The default is [`Off`](HugePages::Off): on the report's workloads (2-core AMD EPYC VM,
-/// 2026-11-25) huge pages took 40–98% of the faults away but not the time (geometric mean 1.04
+/// 2026-11-25) huge pages took up to 98% of the faults away (a quarter on some, none where the
+/// faults are the system allocator's large blocks) but not the time (geometric mean 1.04
 /// with regions past 32 MiB, 1.10 with every region; a workload that drifts through sizes ran 2×
 /// slower), though big steady heaps gained (group-by 0.72–0.81, freeing and rebuilding 650 MiB
 /// 0.79). `benches/results/faults.md` has the figures.

@@ -9,8 +9,10 @@
 //!   soon after reuses the pages without faulting them in again, and one that frees everything and
 //!   goes idle still sees its RSS fall within a second, with no call. The delay is the only bound
 //!   on how many wait: a class with no empty chunk of its own takes another class's (its pages
-//!   are still resident) before a spare or a fresh chunk, so waiting chunks never raise the peak,
-//!   and a program that frees much in a busy phase builds it again without faulting it back in.
+//!   are still resident) before a spare or a fresh chunk, so waiting chunks never raise the peak
+//!   of chunk memory (large blocks and the program's own mappings can stack on them for up to
+//!   the delay), and a program that frees much in a busy phase builds it again without faulting
+//!   it back in.
 //!   (Until 2026-11-25 at most 16 MiB waited and the rest was purged at once, in the freeing
 //!   thread: frag-free-all took 1.5× the time at scale 3; benches/results/faults.md.)
 //! - **Abandoned chunks**, per class: chunks with live slots whose owning thread exited. A heap

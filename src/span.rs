@@ -18,13 +18,13 @@
 //! are much larger, or grown to it by a remap (jemalloc's dirty extents, mimalloc's purge delay).
 //! So a block freed and allocated again costs no system call, and a program that cycles blocks of
 //! 5 to 25 MB does not fault in fresh pages for each. A block that grows past its span takes a
-//! waiting span that holds the new size (up to 4 times it) and grows on inside it, its old span
-//! waiting in its place, so a buffer grown by doubling reuses resident pages instead of faulting
-//! in new ones at each step. The purger unmaps spans that waited longer
-//! than the purge delay (so RSS falls within a second of going idle), and `trim` unmaps all of
-//! them; with a delay of zero, or no purger, nothing above 4 MiB waits. Growing a span moves its
-//! pages where the OS can (`mremap` on Linux: no copy, in place when the address space after it
-//! is free) and copies the block elsewhere.
+//! waiting span that holds the new size (up to twice it; spans up to 4 MiB) and grows on inside
+//! it, its old span waiting in its place, so a buffer grown by doubling reuses resident pages
+//! instead of faulting in new ones at each step. The purger unmaps spans that waited longer than
+//! the purge delay (so RSS falls within a second of going idle), and `trim` unmaps all of them;
+//! with a delay of zero, or no purger, nothing above 4 MiB waits. Growing a span moves its pages
+//! where the OS can (`mremap` on Linux: no copy, in place when the address space after it is
+//! free) and copies the block elsewhere.
 
 use crate::addr_map::{self, Kind};
 use crate::chunk::CHUNK_SIZE;
@@ -330,9 +330,10 @@ pub unsafe fn resize(p: *mut u8, new_size: usize) -> (*mut u8, usize) {
     };
     // SAFETY: p is live (caller).
     let growing = new_size > unsafe { (*h).usable };
-    // The span holds the new size: only the usable size changes. A growing block keeps all of
-    // its span (it may have been given a bigger waiting span to grow into, below).
-    if new_len == len || growing && new_len < len {
+    // The span holds the new size: only the usable size changes. A growing block keeps a span of
+    // up to twice its new size (it may have been given one to grow into, below); a bigger span,
+    // or a big one from `reuse_big`, is cut back as a shrink is.
+    if new_len == len || growing && new_len < len && len <= CACHE_SPAN_MAX && len <= 2 * new_len {
         let u = usable_for(new_size, off, len);
         // SAFETY: p is live (caller); the block's new size fits the span.
         unsafe { set_usable(h, p, u) };
@@ -352,14 +353,14 @@ pub unsafe fn resize(p: *mut u8, new_size: usize) -> (*mut u8, usize) {
         }
     }
     let balign = base_align(if off > HEADER { off } else { 1 }, new_len);
-    // A waiting span that holds the new size (the smallest such, up to 4 times it): the block is
+    // A waiting span that holds the new size (the smallest such, up to twice it): the block is
     // copied into it and its own span waits in its place. Its pages are resident, so the growth
     // faults nothing in, and the block may grow on inside it with no call at all (a buffer grown
     // by doubling, as `Vec` does, again and again: glibc's and musl's realloc fault fresh pages
     // in for each). A copy costs less than the faults it saves: 1 MiB is ~0.1 ms to copy, and
     // the span that holds twice it ~0.6 ms of faults on this VM. Moving the pages instead
     // (mremap) would leave the span two mappings, which the next move could not take whole.
-    if let Some((dst, dst_len)) = take_cached(new_len, new_len.saturating_mul(3), balign) {
+    if let Some((dst, dst_len)) = take_cached(new_len, new_len, balign) {
         // SAFETY: [dst, dst + dst_len) is a waiting span taken off the cache: ours, unused,
         // still marked in the address map, and distinct from p's; the block's usable bytes fit
         // at the same offset there (dst_len ≥ new_len > len). p's span is then given up as
@@ -669,6 +670,10 @@ pub(crate) mod tests {
             assert!(!is_block(p), "the old span waits, its block freed");
             assert!((0..200_000).all(|i| *q.add(i) == (i % 251) as u8));
             ptr::write_bytes(q.add(200_000), 3, 400_000);
+            // Growing within the span it was given: it stays, keeping the whole span.
+            let (q2, u2) = resize(q, 900_000);
+            assert_eq!(q2, q, "a growing block keeps the span it was given");
+            assert!(u2 >= 900_000);
             // Past the span: another move (by copying where the joined mappings cannot move).
             let (r, u) = resize(q, 3 << 20);
             assert!(!r.is_null() && u >= 3 << 20);
