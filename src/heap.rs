@@ -83,6 +83,9 @@ pub struct Heap {
     batches: [Batch; NUM_CLASSES],
     /// Bit `c`: `batches[c]` holds slots (owner only).
     batched: u64,
+    /// A `Heap`'s (own_heap.rs), not a thread's: it never adopts an abandoned chunk (whose live
+    /// slots are other heaps' blocks, which dropping the `Heap` would give back with its chunks).
+    owned: bool,
 }
 
 /// Remote frees of one class into one chunk, linked through the slots like a free list, waiting
@@ -150,6 +153,7 @@ const fn new_heap() -> Heap {
             }
         }; NUM_CLASSES],
         batched: 0,
+        owned: false,
     }
 }
 
@@ -409,7 +413,7 @@ unsafe fn refill(h: *mut Heap, c: usize) -> *mut Chunk {
                 continue;
             }
             // An abandoned chunk of this class (a few at most: they may all be full).
-            if adopted < 4 {
+            if adopted < 4 && !(*h).owned {
                 let a = source::adopt(c);
                 if !a.is_null() {
                     adopted += 1;
@@ -785,6 +789,8 @@ fn new_registered_heap() -> *mut Heap {
         r.arena_left -= size;
         h
     };
+    // SAFETY: h is ours under the lock; a heap from the free list may have been a `Heap`'s.
+    unsafe { (*h).owned = false };
     // SAFETY: h is ours; registry links are guarded by the lock we hold.
     unsafe {
         (*h).prev = ptr::null_mut();
@@ -873,6 +879,22 @@ unsafe fn abandon_all(h: *mut Heap) {
             }
         }
         (*h).hint.clear();
+        unregister(h);
+    }
+    if abandoned {
+        // The purger reaps abandoned chunks whose blocks other threads free.
+        source::ensure_purger();
+    }
+}
+
+/// Folds `h`'s counters into the orphan totals, takes it off the registry and puts it on the free
+/// list for reuse.
+///
+/// # Safety
+/// The caller owns `h`, whose lists are empty, and nobody uses it afterwards.
+unsafe fn unregister(h: *mut Heap) {
+    // SAFETY: forwarded; the registry links are guarded by its lock.
+    unsafe {
         let mut r = REGISTRY.lock();
         for (c, o) in ORPHAN.iter().enumerate() {
             let b = bin(h, c);
@@ -900,9 +922,99 @@ unsafe fn abandon_all(h: *mut Heap) {
         (*h).next = r.free;
         r.free = h;
     }
-    if abandoned {
-        // The purger reaps abandoned chunks whose blocks other threads free.
-        source::ensure_purger();
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Heaps that no thread names as its own: `Heap` (own_heap.rs) uses one under its lock.
+
+/// A fresh heap on the registry (so `stats` counts its chunks) that no thread names as its own;
+/// null when the OS has no memory.
+pub(crate) fn owned_new() -> *mut Heap {
+    let h = new_registered_heap();
+    if !h.is_null() {
+        // SAFETY: a fresh heap, ours alone until returned.
+        unsafe { (*h).owned = true };
+    }
+    h
+}
+
+/// A slot of class `c` for `size` bytes from `h` (null when out of memory).
+///
+/// # Safety
+/// The caller owns `h` (holds the lock it is used under) and `h` came from [`owned_new`].
+pub(crate) unsafe fn owned_alloc(h: *mut Heap, c: usize, size: usize) -> *mut u8 {
+    // SAFETY: forwarded contract.
+    unsafe { alloc_from(h, c, size) }
+}
+
+/// Frees slot `p` of `size` bytes into `h`, its chunk's owner, as the owner's own free does.
+///
+/// # Safety
+/// The caller owns `h`; `p` is a live slot handed out by [`owned_alloc`] from `h`.
+pub(crate) unsafe fn owned_free(h: *mut Heap, p: *mut u8, size: usize) {
+    let ch = chunk::of(p);
+    // SAFETY: p is a live slot of a chunk h owns (caller): h's owner may write its fields.
+    unsafe {
+        let s = p.cast::<FreeSlot>();
+        FreeSlot::set_next(s, (*ch).local_free);
+        (*ch).local_free = s;
+        let used = chunk::used(ch) - 1;
+        chunk::set_used(ch, used);
+        owner_add32(&(*ch).requested, (size as u32).wrapping_neg());
+        if used == (*ch).notify_at {
+            free_slow(p, h);
+        }
+    }
+}
+
+/// Whether slot `p`'s chunk is owned by `h` (a `Heap` checks a free with it under `hardened`).
+#[cfg(feature = "hardened")]
+///
+/// # Safety
+/// `p` is in a chunk of ours.
+#[cfg(feature = "hardened")]
+pub(crate) unsafe fn owned_by(h: *mut Heap, p: *mut u8) -> bool {
+    // SAFETY: p's chunk header is live (caller); `owner` is an atomic.
+    unsafe { (*chunk::of(p)).owner.load(Relaxed) == h.cast() }
+}
+
+/// Gives back every chunk of `h` at once, whatever its slots hold (none is referred to any more:
+/// caller), without visiting them, and retires `h`.
+///
+/// # Safety
+/// The caller owns `h`, which came from [`owned_new`], made no remote frees (so holds no batch),
+/// and no slot of it is live or waiting in another thread's batch.
+pub(crate) unsafe fn owned_destroy(h: *mut Heap) {
+    // SAFETY: the caller owns h and every chunk on its lists.
+    unsafe {
+        debug_assert_eq!((*h).batched, 0);
+        for c in 0..NUM_CLASSES {
+            let b = bin(h, c);
+            let cur = *current(h, c);
+            let (avail, full) = ((*b).avail, (*b).full);
+            {
+                let _l = (*h).lists.lock();
+                *current(h, c) = chunk::dummy();
+                (*b).avail = ptr::null_mut();
+                (*b).full = ptr::null_mut();
+            }
+            for first in [cur, avail, full] {
+                let mut ch = first;
+                while !ch.is_null() && ch != chunk::dummy() {
+                    let next = if ch == cur {
+                        ptr::null_mut()
+                    } else {
+                        (*ch).next
+                    };
+                    (*ch).in_full = false;
+                    (*ch).owner.store(ptr::null_mut(), Relaxed);
+                    source::discard(ch);
+                    ch = next;
+                }
+            }
+        }
+        (*h).hint.clear();
+        unregister(h);
     }
 }
 

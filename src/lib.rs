@@ -171,6 +171,7 @@ mod global;
 mod hooks;
 mod lock;
 mod os;
+mod own_heap;
 pub mod pools;
 #[cfg(feature = "profiling")]
 pub mod profile;
@@ -207,6 +208,7 @@ if_pools! {
 
 pub use global::PoolAlloc;
 pub use os::Backend;
+pub use own_heap::{Heap, HeapStats};
 pub use pools::{AcquireError, BlockingPool, Pooled, Shutdown};
 pub use pools::{GROUP_SLOTS, Handle, Iter, IterMut, Pool};
 pub use settings::{HugePages, huge_pages, set_huge_pages};

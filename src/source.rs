@@ -294,6 +294,22 @@ pub unsafe fn release(c: *mut Chunk) {
     unsafe { purge(c) };
 }
 
+/// Takes back a chunk whatever its slots hold (a dropped `Heap`'s: none is referred to any more):
+/// its header starts over (nothing carved, no slot counted, no remote frees) and it is released
+/// as an empty one.
+///
+/// # Safety
+/// `c` must be a live chunk that no heap owns and no other thread touches (no slot of it live,
+/// none waiting in a remote-free batch).
+pub unsafe fn discard(c: *mut Chunk) {
+    // SAFETY: the caller hands the chunk over; its base is CHUNK_SIZE-aligned, ours, read-write.
+    unsafe {
+        let class = (*c).class as usize;
+        let c = chunk::init(chunk::base(c), class);
+        release(c);
+    }
+}
+
 /// Puts a chunk with live slots on its class's abandoned list.
 ///
 /// # Safety

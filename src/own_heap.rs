@@ -1,0 +1,416 @@
+//! [`Heap`]: a heap of its own on the process's size-class pools, for memory a program wants to
+//! account for apart and drop at once (a request's, a tenant's, a game level's).
+//!
+//! A `Heap` owns chunks as a thread's heap does, but no thread names it as its own: every
+//! allocation and free goes through its lock (a leaf: nothing else is taken under it but the
+//! pools' own locks on their slow paths), so it is `Send` and `Sync` and any thread may use it.
+//! Small blocks are slots of its chunks, freed one by one into them; large blocks (above 32 KiB,
+//! or aligned beyond a class) come from where `PoolAlloc`'s do ([`crate::LargeBlocks`]) with a
+//! header that links them into the heap's list. Dropping the heap gives every chunk back to the
+//! pools at once, without visiting its slots, and frees the large blocks on its list.
+//!
+//! Dropping with blocks still allocated is safe: the [`Allocator`] methods take `&Heap`, so a
+//! `Vec<T, &Heap>` or `Box<T, &Heap>` (and a `&mut T` from [`Box::leak`](allocator_api2::boxed::Box::leak))
+//! borrows the heap and cannot outlive it; the borrow checker proves every block dead before the
+//! drop, so the drop frees them all (mimalloc's `mi_heap_destroy`, without its dangling pointers).
+//! Their destructors do not run: leaking into a heap and dropping it is for data whose drop does
+//! nothing but free memory.
+//!
+//! What a `Heap` does not do (yet): route the global allocations of a scope into it (mimalloc's
+//! default heap, `heap.enter(...)`); its blocks are not seen by the `testing` hooks or the
+//! profiler; a `fork` while another thread holds its lock leaves it locked in the child.
+
+use crate::lock::Lock;
+use allocator_api2::alloc::{AllocError, Allocator};
+use core::alloc::Layout;
+use core::ptr::{self, NonNull};
+
+/// A heap of its own on the process's size-class pools: an [`Allocator`] (allocator-api2) whose
+/// blocks are freed one by one as usual, or all at once when it is dropped, with its own
+/// statistics ([`Heap::stats`]) and an optional limit ([`Heap::with_limit`]).
+///
+/// ```
+/// use allocator_api2::{boxed::Box, vec::Vec};
+/// let heap = poolalloc::Heap::new();
+/// let mut v: Vec<u64, &poolalloc::Heap> = Vec::new_in(&heap);
+/// v.extend(0..1000);
+/// // Many small objects, never freed one by one: they go when the heap does.
+/// for i in 0..10_000u32 {
+///     let node: &mut [u32; 4] = Box::leak(Box::new_in([i; 4], &heap));
+///     node[0] += 1;
+/// }
+/// assert!(heap.stats().live_bytes >= 10_000 * 16);
+/// drop(v);
+/// drop(heap); // the 10 000 nodes' chunks go back to the pools at once
+/// ```
+pub struct Heap {
+    inner: Lock<Inner>,
+    limit: usize,
+}
+
+struct Inner {
+    /// The pools' heap whose chunks this one owns (null until the first small block).
+    pools: *mut PoolsHeap,
+    /// Large blocks (every block where the pools have no port), newest first.
+    tracked: *mut Tracked,
+    stats: HeapStats,
+}
+
+// SAFETY: the raw pointers name memory only this heap refers to (its pools heap, its large
+// blocks); every access is under the lock.
+unsafe impl Send for Heap {}
+// SAFETY: as above: `&Heap` reaches the pointers only through the lock.
+unsafe impl Sync for Heap {}
+
+/// A [`Heap`]'s own counts, exact (every allocation and free of the heap is counted under its
+/// lock).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HeapStats {
+    /// Blocks allocated and not freed.
+    pub live_blocks: usize,
+    /// Bytes asked for by those blocks.
+    pub live_bytes: usize,
+    /// The most `live_bytes` ever were.
+    pub peak_bytes: usize,
+    /// Blocks allocated since the heap was made.
+    pub allocations: usize,
+    /// Allocations refused because they would have passed the limit.
+    pub refused: usize,
+}
+
+impl Default for Heap {
+    fn default() -> Self {
+        Heap::new()
+    }
+}
+
+impl core::fmt::Debug for Heap {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Heap")
+            .field("limit", &self.limit)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+impl Heap {
+    /// An empty heap with no limit. Maps nothing until its first block.
+    pub const fn new() -> Heap {
+        Heap::with_limit(usize::MAX)
+    }
+
+    /// An empty heap whose live blocks may ask for `limit` bytes in all: an allocation past it
+    /// fails ([`AllocError`]; `Vec` and `Box` then call the allocation error handler, the `try_`
+    /// methods return the error), as [`crate::testing::FailingAlloc`] fails.
+    pub const fn with_limit(limit: usize) -> Heap {
+        Heap {
+            inner: Lock::new(Inner {
+                pools: ptr::null_mut(),
+                tracked: ptr::null_mut(),
+                stats: HeapStats {
+                    live_blocks: 0,
+                    live_bytes: 0,
+                    peak_bytes: 0,
+                    allocations: 0,
+                    refused: 0,
+                },
+            }),
+            limit,
+        }
+    }
+
+    /// This heap's counts now.
+    pub fn stats(&self) -> HeapStats {
+        self.inner.lock().stats
+    }
+
+    /// The limit given to [`Heap::with_limit`] (`usize::MAX`: none).
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+}
+
+/// The header before a tracked block: its links in the heap's list and what to free it with.
+#[repr(C)]
+struct Tracked {
+    prev: *mut Tracked,
+    next: *mut Tracked,
+    /// The layout the whole allocation (header included) was made with.
+    size: usize,
+    align: usize,
+}
+
+/// Bytes before a tracked block of alignment `align`: room for the header, keeping the alignment.
+fn header_room(align: usize) -> usize {
+    align.max(size_of::<Tracked>().next_power_of_two())
+}
+
+/// The layout of a tracked block's whole allocation, or None when it would overflow.
+fn tracked_layout(layout: Layout) -> Option<(Layout, usize)> {
+    let room = header_room(layout.align());
+    let size = layout.size().checked_add(room)?;
+    let align = layout.align().max(align_of::<Tracked>());
+    Some((Layout::from_size_align(size, align).ok()?, room))
+}
+
+impl Inner {
+    /// Allocates a tracked block (null when out of memory).
+    fn alloc_tracked(&mut self, layout: Layout) -> *mut u8 {
+        let Some((whole, room)) = tracked_layout(layout) else {
+            return ptr::null_mut();
+        };
+        // SAFETY: `whole` has a non-zero size (room > 0).
+        let base = unsafe { backing::alloc(whole) };
+        if base.is_null() {
+            return base;
+        }
+        // SAFETY: base holds `whole` (room + the block); the header fits in the `room` bytes
+        // before the block, at `room - size_of::<Tracked>()`, aligned (room and base are
+        // multiples of Tracked's alignment).
+        unsafe {
+            let p = base.add(room);
+            let t = p.sub(size_of::<Tracked>()).cast::<Tracked>();
+            t.write(Tracked {
+                prev: ptr::null_mut(),
+                next: self.tracked,
+                size: whole.size(),
+                align: whole.align(),
+            });
+            if !self.tracked.is_null() {
+                (*self.tracked).prev = t;
+            }
+            self.tracked = t;
+            p
+        }
+    }
+
+    /// Frees the tracked block `p`.
+    ///
+    /// # Safety
+    /// `p` is a live block from [`Inner::alloc_tracked`] of this heap, of alignment `align`.
+    unsafe fn free_tracked(&mut self, p: *mut u8, align: usize) {
+        // SAFETY: p's header lies just before it (alloc_tracked), linked in our list.
+        unsafe {
+            let t = p.sub(size_of::<Tracked>()).cast::<Tracked>();
+            let (prev, next) = ((*t).prev, (*t).next);
+            if prev.is_null() {
+                self.tracked = next;
+            } else {
+                (*prev).next = next;
+            }
+            if !next.is_null() {
+                (*next).prev = prev;
+            }
+            let whole = Layout::from_size_align_unchecked((*t).size, (*t).align);
+            backing::dealloc(p.sub(header_room(align)), whole);
+        }
+    }
+
+    /// Frees every tracked block.
+    fn free_all_tracked(&mut self) {
+        let mut t = self.tracked;
+        while !t.is_null() {
+            // SAFETY: t is a live header of our list; its allocation starts `room` bytes before
+            // the block, which starts right after the header.
+            unsafe {
+                let next = (*t).next;
+                let align = (*t).align;
+                let p = t.cast::<u8>().add(size_of::<Tracked>());
+                let room = header_room(align.max(1));
+                let whole = Layout::from_size_align_unchecked((*t).size, align);
+                backing::dealloc(p.sub(room), whole);
+                t = next;
+            }
+        }
+        self.tracked = ptr::null_mut();
+    }
+
+    fn count_alloc(&mut self, size: usize) {
+        let s = &mut self.stats;
+        s.live_blocks += 1;
+        s.live_bytes += size;
+        s.allocations += 1;
+        s.peak_bytes = s.peak_bytes.max(s.live_bytes);
+    }
+
+    fn count_free(&mut self, size: usize) {
+        self.stats.live_blocks -= 1;
+        self.stats.live_bytes -= size;
+    }
+}
+
+// SAFETY: blocks are distinct slots or tracked allocations of at least `layout.size()` bytes at
+// `layout.align()`, valid until deallocated or until the heap is dropped (which needs every
+// borrow of it, and so every block handed out through `&Heap`, to have ended).
+unsafe impl Allocator for Heap {
+    fn allocate(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
+        if layout.size() == 0 {
+            // A dangling, aligned pointer: nothing to free.
+            let p = ptr::null_mut::<u8>().wrapping_add(layout.align());
+            return Ok(NonNull::slice_from_raw_parts(
+                NonNull::new(p).ok_or(AllocError)?,
+                0,
+            ));
+        }
+        let mut inner = self.inner.lock();
+        if layout.size() > self.limit - inner.stats.live_bytes.min(self.limit) {
+            inner.stats.refused += 1;
+            return Err(AllocError);
+        }
+        let p = inner.alloc(layout);
+        let p = NonNull::new(p).ok_or(AllocError)?;
+        inner.count_alloc(layout.size());
+        Ok(NonNull::slice_from_raw_parts(p, layout.size()))
+    }
+
+    unsafe fn deallocate(&self, ptr: NonNull<u8>, layout: Layout) {
+        if layout.size() == 0 {
+            return;
+        }
+        let mut inner = self.inner.lock();
+        // SAFETY: ptr is a live block of this heap of `layout` (the Allocator contract).
+        unsafe { inner.free(ptr.as_ptr(), layout) };
+        inner.count_free(layout.size());
+    }
+}
+
+impl Drop for Heap {
+    fn drop(&mut self) {
+        let inner = self.inner.get_mut();
+        inner.free_all_tracked();
+        inner.destroy_pools();
+    }
+}
+
+/// Where tracked blocks come from: `PoolAlloc`'s large blocks where the pools run, the system
+/// allocator elsewhere.
+mod backing {
+    use core::alloc::Layout;
+
+    /// # Safety
+    /// `layout` has a non-zero size.
+    pub unsafe fn alloc(layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded contract.
+        unsafe { super::backing_alloc(layout) }
+    }
+
+    /// # Safety
+    /// `p` came from [`alloc`] with `layout`.
+    pub unsafe fn dealloc(p: *mut u8, layout: Layout) {
+        // SAFETY: forwarded contract.
+        unsafe { super::backing_dealloc(p, layout) }
+    }
+}
+
+if_pools! {
+    use crate::heap as crate_heap;
+    use crate::{hardened, large, size_class};
+
+    /// The pools' heap whose chunks a [`Heap`] owns.
+    type PoolsHeap = crate_heap::Heap;
+
+    /// # Safety
+    /// `layout` has a non-zero size.
+    unsafe fn backing_alloc(layout: Layout) -> *mut u8 {
+        // SAFETY: a valid, non-zero layout (caller), which the large path takes whatever its size.
+        unsafe { large::alloc(layout) }
+    }
+
+    /// # Safety
+    /// `p` came from [`backing_alloc`] with `layout`.
+    unsafe fn backing_dealloc(p: *mut u8, layout: Layout) {
+        // SAFETY: forwarded contract.
+        unsafe { large::dealloc(p, layout) }
+    }
+
+    impl Inner {
+        fn alloc(&mut self, layout: Layout) -> *mut u8 {
+            let Some(c) = size_class::class_of(layout.size(), layout.align()) else {
+                return self.alloc_tracked(layout);
+            };
+            if self.pools.is_null() {
+                self.pools = crate_heap::owned_new();
+                if self.pools.is_null() {
+                    return ptr::null_mut();
+                }
+            }
+            // SAFETY: we hold the heap's lock, so we own its pools heap, made by owned_new.
+            let p = unsafe { crate_heap::owned_alloc(self.pools, c, layout.size()) };
+            if !p.is_null() {
+                hardened::on_hand_out(p, c);
+            }
+            p
+        }
+
+        /// # Safety
+        /// `p` is a live block of this heap of `layout`.
+        unsafe fn free(&mut self, p: *mut u8, layout: Layout) {
+            if !size_class::is_small(layout.size(), layout.align()) {
+                // SAFETY: forwarded contract: a large layout's block is tracked.
+                return unsafe { self.free_tracked(p, layout.align()) };
+            }
+            #[cfg(feature = "hardened")]
+            {
+                // SAFETY: a small block's chunk is ours if p is any block of ours; the check
+                // below reads only its header.
+                let ours = !self.pools.is_null()
+                    && crate::addr_map::kind_of(p) == crate::addr_map::Kind::Chunk
+                    && unsafe { crate_heap::owned_by(self.pools, p) };
+                if !ours {
+                    crate::fatal::fatal(format_args!(
+                        "a block freed to a Heap that did not allocate it ({p:p})"
+                    ));
+                }
+            }
+            hardened::on_free(p, layout);
+            // SAFETY: p is a live slot of a chunk our pools heap owns (caller), and we hold
+            // the lock.
+            unsafe { crate_heap::owned_free(self.pools, p, layout.size()) }
+        }
+
+        fn destroy_pools(&mut self) {
+            if !self.pools.is_null() {
+                // SAFETY: the heap is being dropped: no borrow of it is left, so no block of it
+                // is referred to, and its pools heap made no remote free (every free of ours is
+                // the owner's).
+                unsafe { crate_heap::owned_destroy(self.pools) };
+                self.pools = ptr::null_mut();
+            }
+        }
+    }
+}
+
+if_fallback! {
+    /// No pools heap where the pools have no port.
+    type PoolsHeap = ();
+
+    /// # Safety
+    /// `layout` has a non-zero size.
+    unsafe fn backing_alloc(layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded contract.
+        unsafe { std::alloc::GlobalAlloc::alloc(&std::alloc::System, layout) }
+    }
+
+    /// # Safety
+    /// `p` came from [`backing_alloc`] with `layout`.
+    unsafe fn backing_dealloc(p: *mut u8, layout: Layout) {
+        // SAFETY: forwarded contract.
+        unsafe { std::alloc::GlobalAlloc::dealloc(&std::alloc::System, p, layout) }
+    }
+
+    impl Inner {
+        fn alloc(&mut self, layout: Layout) -> *mut u8 {
+            self.alloc_tracked(layout)
+        }
+
+        /// # Safety
+        /// `p` is a live block of this heap of `layout`.
+        unsafe fn free(&mut self, p: *mut u8, layout: Layout) {
+            // SAFETY: every block is tracked here.
+            unsafe { self.free_tracked(p, layout.align()) }
+        }
+
+        fn destroy_pools(&mut self) {}
+    }
+}

@@ -1,0 +1,206 @@
+//! `poolalloc::Heap`: collections in a heap (allocator-api2's `Vec` and `Box`, hashbrown), the
+//! shadow model through it, threads sharing one, its statistics and limit, and dropping it with
+//! blocks allocated (small and large): everything it held goes back to the pools.
+
+#[path = "shadow/seed.rs"]
+mod seed;
+#[path = "shadow/mod.rs"]
+mod shadow;
+
+use allocator_api2::alloc::Allocator;
+use allocator_api2::boxed::Box;
+use allocator_api2::vec::Vec;
+use poolalloc::Heap;
+use std::alloc::{GlobalAlloc, Layout};
+use std::ptr::NonNull;
+
+#[global_allocator]
+static GLOBAL: poolalloc::PoolAlloc = poolalloc::PoolAlloc::new();
+
+/// The tests take turns: one compares the process's counts before and after.
+static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn turn() -> std::sync::MutexGuard<'static, ()> {
+    TURN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A heap seen as a `GlobalAlloc`, for the shadow model.
+struct AsGlobal<'a>(&'a Heap);
+
+// SAFETY: forwards to the heap's Allocator methods, whose contract is GlobalAlloc's here.
+unsafe impl GlobalAlloc for AsGlobal<'_> {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        self.0
+            .allocate(layout)
+            .map_or(std::ptr::null_mut(), |p| p.as_ptr().cast())
+    }
+    unsafe fn dealloc(&self, p: *mut u8, layout: Layout) {
+        // SAFETY: p came from alloc with layout (the caller's contract).
+        unsafe { self.0.deallocate(NonNull::new_unchecked(p), layout) }
+    }
+}
+
+#[test]
+fn collections_live_in_a_heap_and_its_counts_are_exact() {
+    let _turn = turn();
+    let heap = Heap::new();
+    {
+        let mut v: Vec<u64, &Heap> = Vec::new_in(&heap);
+        v.extend(0..10_000);
+        let mut m = hashbrown::HashMap::new_in(&heap);
+        for i in 0..5_000u32 {
+            m.insert(i, Box::new_in(i.to_string(), &heap));
+        }
+        let b = Box::new_in([7u8; 100_000], &heap); // a large block
+        assert_eq!(v.iter().sum::<u64>(), 10_000 * 9_999 / 2);
+        assert!((0..5_000u32).all(|i| *m[&i] == i.to_string()));
+        assert!(b.iter().all(|&x| x == 7));
+        let s = heap.stats();
+        assert_eq!(s.live_blocks, 1 + 1 + 5_000 + 1, "{s:?}");
+        assert!(s.live_bytes >= 10_000 * 8 + 100_000 + 5_000 * 24, "{s:?}");
+        assert!(s.peak_bytes >= s.live_bytes);
+    }
+    let s = heap.stats();
+    assert_eq!((s.live_blocks, s.live_bytes), (0, 0), "{s:?}");
+    assert!(s.allocations > 5_000);
+}
+
+#[test]
+fn the_shadow_model_runs_on_a_heap() {
+    let _turn = turn();
+    let heap = Heap::new();
+    for s in 0..40 {
+        shadow::Shadow::new(&AsGlobal(&heap)).run(&seed::input(s, 2048));
+    }
+    // The operations of one model spread over threads that come and go.
+    for s in 0..10 {
+        shadow::run_threaded(&AsGlobal(&heap), &seed::input(1000 + s, 4096));
+    }
+    let n = seed::replay("global_alloc", |data| {
+        let h = Heap::new();
+        shadow::Shadow::new(&AsGlobal(&h)).run(data);
+    });
+    assert!(n > 0);
+    let s = heap.stats();
+    assert_eq!((s.live_blocks, s.live_bytes), (0, 0), "{s:?}");
+}
+
+#[test]
+fn threads_share_a_heap_and_free_each_others_blocks() {
+    let _turn = turn();
+    let heap = Heap::new();
+    let (tx, rx) = std::sync::mpsc::channel::<Box<[u8; 48], &Heap>>();
+    std::thread::scope(|s| {
+        let heap = &heap;
+        for t in 0..4u8 {
+            let tx = tx.clone();
+            s.spawn(move || {
+                let mut mine: Vec<Box<[u8; 48], &Heap>, &Heap> = Vec::new_in(heap);
+                for i in 0..20_000u32 {
+                    let b = Box::new_in([t.wrapping_add(i as u8); 48], heap);
+                    if i % 2 == 0 {
+                        tx.send(b).unwrap();
+                    } else {
+                        mine.push(b);
+                    }
+                }
+                assert!(mine.iter().all(|b| b.iter().all(|&x| x == b[0])));
+            });
+        }
+        drop(tx);
+        s.spawn(move || {
+            for b in rx {
+                assert!(
+                    b.iter().all(|&x| x == b[0]),
+                    "a block moved between threads changed"
+                );
+            }
+        });
+    });
+    let s = heap.stats();
+    assert_eq!((s.live_blocks, s.live_bytes), (0, 0), "{s:?}");
+    assert!(s.allocations >= 4 * 20_000, "{s:?}");
+}
+
+#[test]
+fn a_limit_refuses_what_would_pass_it() {
+    let _turn = turn();
+    let heap = Heap::with_limit(64 << 10);
+    let mut v: Vec<u8, &Heap> = Vec::new_in(&heap);
+    v.try_reserve_exact(60 << 10).unwrap();
+    assert!(v.try_reserve_exact(70 << 10).is_err());
+    let a = Box::try_new_in([0u8; 4096], &heap);
+    assert!(a.is_ok(), "room for 4 KiB more");
+    assert!(Box::try_new_in([0u8; 4096], &heap).is_err());
+    assert_eq!(heap.stats().refused, 2);
+    drop(v);
+    assert!(
+        Box::try_new_in([0u8; 4096], &heap).is_ok(),
+        "room again after a free"
+    );
+    assert_eq!(heap.limit(), 64 << 10);
+}
+
+#[test]
+fn dropping_a_heap_with_blocks_gives_back_everything() {
+    let _turn = turn();
+    let before = poolalloc::stats();
+    {
+        let heap = Heap::new();
+        for i in 0..200_000u32 {
+            let node: &mut [u32; 6] = Box::leak(Box::new_in([i; 6], &heap));
+            node[5] = node[0] + 1;
+        }
+        for _ in 0..8 {
+            let big: &mut [u8] =
+                Box::leak(allocator_api2::vec![in &heap; 9u8; 300_000].into_boxed_slice());
+            assert_eq!(big[299_999], 9);
+        }
+        let s = heap.stats();
+        assert_eq!(s.live_blocks, 200_008, "{s:?}");
+        let during = poolalloc::stats();
+        assert!(
+            during.requested_bytes + (64 << 10) >= before.requested_bytes + 200_000 * 24,
+            "before {} during {}",
+            before.requested_bytes,
+            during.requested_bytes
+        );
+        assert!(during.large_blocks >= before.large_blocks + 8);
+    }
+    let after = poolalloc::stats();
+    // The heap's slots and large blocks are gone from the process's counts (the test harness
+    // may allocate meanwhile: a margin of 1 MiB and a few large blocks).
+    assert!(
+        after.requested_bytes < before.requested_bytes + (1 << 20),
+        "before {} after {}",
+        before.requested_bytes,
+        after.requested_bytes
+    );
+    assert!(
+        after.large_blocks <= before.large_blocks + 4,
+        "{before:?}\n{after:?}"
+    );
+}
+
+#[test]
+fn zero_sized_and_over_aligned_blocks() {
+    let _turn = turn();
+    let heap = Heap::new();
+    let z = heap
+        .allocate(Layout::from_size_align(0, 64).unwrap())
+        .unwrap();
+    assert_eq!(z.as_ptr().cast::<u8>() as usize % 64, 0);
+    // SAFETY: z came from this heap with this layout.
+    unsafe { heap.deallocate(z.cast(), Layout::from_size_align(0, 64).unwrap()) };
+    for align in [8, 64, 4096, 1 << 16] {
+        let l = Layout::from_size_align(100, align).unwrap();
+        let p = heap.allocate(l).unwrap().cast::<u8>();
+        assert_eq!(p.as_ptr() as usize % align, 0);
+        // SAFETY: p holds 100 bytes; freed once with its layout.
+        unsafe {
+            p.as_ptr().write_bytes(1, 100);
+            heap.deallocate(p, l);
+        }
+    }
+    assert_eq!(heap.stats().live_blocks, 0);
+}
