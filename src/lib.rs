@@ -230,6 +230,9 @@ struct TypedPoolsDocExamples;
 #[cfg(all(doctest, feature = "testing"))]
 #[doc = include_str!("../docs/stats-and-settings.md")]
 struct StatsDocExamples;
+#[cfg(all(doctest, feature = "testing"))]
+#[doc = include_str!("../docs/heaps.md")]
+struct HeapsDocExamples;
 
 if_pools! {
     /// Size of every chunk, in bytes.
