@@ -21,7 +21,7 @@
 
 //! Every function here has a no-op twin when the feature is off; the data path calls them
 //! unconditionally from the hand-out and free points (`global` for `PoolAlloc`, `raw` for the
-//! size-less interface), and the chunk source
+//! size-less interface, `own_heap` for `Heap`), and the chunk source
 //! registers its regions. Free-slot marks and link encoding are written by [`crate::link`].
 
 pub use imp::*;

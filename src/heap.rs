@@ -930,6 +930,9 @@ unsafe fn unregister(h: *mut Heap) {
 /// A fresh heap on the registry (so `stats` counts its chunks) that no thread names as its own;
 /// null when the OS has no memory.
 pub(crate) fn owned_new() -> *mut Heap {
+    // A program may use a `Heap` with another global allocator: the fork hooks, which take every
+    // lock of the pools, must be installed before the first chunk all the same.
+    fork::install(lock_for_fork, unlock_after_fork);
     let h = new_registered_heap();
     if !h.is_null() {
         // SAFETY: a fresh heap, ours alone until returned.
@@ -968,7 +971,6 @@ pub(crate) unsafe fn owned_free(h: *mut Heap, p: *mut u8, size: usize) {
 }
 
 /// Whether slot `p`'s chunk is owned by `h` (a `Heap` checks a free with it under `hardened`).
-#[cfg(feature = "hardened")]
 ///
 /// # Safety
 /// `p` is in a chunk of ours.

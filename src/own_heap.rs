@@ -2,8 +2,8 @@
 //! account for apart and drop at once (a request's, a tenant's, a game level's).
 //!
 //! A `Heap` owns chunks as a thread's heap does, but no thread names it as its own: every
-//! allocation and free goes through its lock (a leaf: nothing else is taken under it but the
-//! pools' own locks on their slow paths), so it is `Send` and `Sync` and any thread may use it.
+//! allocation and free goes through its lock (taken before any of the pools' locks; DESIGN.md,
+//! "Locks and their order"), so it is `Send` and `Sync` and any thread may use it.
 //! Small blocks are slots of its chunks, freed one by one into them; large blocks (above 32 KiB,
 //! or aligned beyond a class) come from where `PoolAlloc`'s do ([`crate::LargeBlocks`]) with a
 //! header that links them into the heap's list. Dropping the heap gives every chunk back to the
@@ -53,6 +53,8 @@ struct Inner {
     pools: *mut PoolsHeap,
     /// Large blocks (every block where the pools have no port), newest first.
     tracked: *mut Tracked,
+    /// This heap's number in its tracked blocks' `check` (0 until the first).
+    id: usize,
     stats: HeapStats,
 }
 
@@ -108,6 +110,7 @@ impl Heap {
             inner: Lock::new(Inner {
                 pools: ptr::null_mut(),
                 tracked: ptr::null_mut(),
+                id: 0,
                 stats: HeapStats {
                     live_blocks: 0,
                     live_bytes: 0,
@@ -139,7 +142,14 @@ struct Tracked {
     /// The layout the whole allocation (header included) was made with.
     size: usize,
     align: usize,
+    /// `TRACKED ^ id ^ address of this header`: a block of this heap (`hardened` checks it).
+    check: usize,
 }
+
+const TRACKED: usize = 0x7ac4_ed00_b10c_u64 as usize;
+
+/// A number for each heap that tracks blocks, so a block freed to another heap is told apart.
+static NEXT_ID: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(1);
 
 /// Bytes before a tracked block of alignment `align`: room for the header, keeping the alignment.
 fn header_room(align: usize) -> usize {
@@ -160,6 +170,9 @@ impl Inner {
         let Some((whole, room)) = tracked_layout(layout) else {
             return ptr::null_mut();
         };
+        if self.id == 0 {
+            self.id = NEXT_ID.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+        }
         // SAFETY: `whole` has a non-zero size (room > 0).
         let base = unsafe { backing::alloc(whole) };
         if base.is_null() {
@@ -176,6 +189,7 @@ impl Inner {
                 next: self.tracked,
                 size: whole.size(),
                 align: whole.align(),
+                check: TRACKED ^ self.id ^ t as usize,
             });
             if !self.tracked.is_null() {
                 (*self.tracked).prev = t;
@@ -190,9 +204,27 @@ impl Inner {
     /// # Safety
     /// `p` is a live block from [`Inner::alloc_tracked`] of this heap, of alignment `align`.
     unsafe fn free_tracked(&mut self, p: *mut u8, align: usize) {
-        // SAFETY: p's header lies just before it (alloc_tracked), linked in our list.
+        // Wrapping: under `hardened` p may be any pointer until its header is checked.
+        let t = p.wrapping_sub(size_of::<Tracked>()).cast::<Tracked>();
+        // SAFETY: p's header lies just before it (alloc_tracked), linked in our list (checked
+        // first with `hardened`).
         unsafe {
-            let t = p.sub(size_of::<Tracked>()).cast::<Tracked>();
+            #[cfg(feature = "hardened")]
+            {
+                // Read without faulting: p may be any pointer.
+                let mut w = [0u8; size_of::<usize>()];
+                if p as usize % align_of::<Tracked>() == 0 {
+                    let at = t
+                        .cast::<u8>()
+                        .wrapping_add(core::mem::offset_of!(Tracked, check));
+                    crate::os::copy_readable(at, w.as_mut_ptr(), w.len());
+                }
+                if usize::from_ne_bytes(w) != TRACKED ^ self.id ^ t as usize {
+                    crate::fatal::fatal(format_args!(
+                        "a block freed to a Heap that did not allocate it ({p:p})"
+                    ));
+                }
+            }
             let (prev, next) = ((*t).prev, (*t).next);
             if prev.is_null() {
                 self.tracked = next;
@@ -247,11 +279,10 @@ unsafe impl Allocator for Heap {
     fn allocate(&self, layout: Layout) -> Result<NonNull<[u8]>, AllocError> {
         if layout.size() == 0 {
             // A dangling, aligned pointer: nothing to free.
-            let p = ptr::null_mut::<u8>().wrapping_add(layout.align());
-            return Ok(NonNull::slice_from_raw_parts(
-                NonNull::new(p).ok_or(AllocError)?,
-                0,
-            ));
+            let p = ptr::without_provenance_mut::<u8>(layout.align());
+            // SAFETY: an alignment is never zero.
+            let p = unsafe { NonNull::new_unchecked(p) };
+            return Ok(NonNull::slice_from_raw_parts(p, 0));
         }
         let mut inner = self.inner.lock();
         if layout.size() > self.limit - inner.stats.live_bytes.min(self.limit) {

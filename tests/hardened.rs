@@ -35,6 +35,18 @@ const CASES: &[(&str, &str)] = &[
     ("realloc_of_freed_block", "realloc of freed block"),
     ("corrupted_free_list", "corrupted free list"),
     ("link_to_another_chunk", "corrupted free list"),
+    (
+        "small_block_freed_to_another_heap",
+        "freed to a Heap that did not allocate it",
+    ),
+    (
+        "large_block_freed_to_another_heap",
+        "freed to a Heap that did not allocate it",
+    ),
+    (
+        "global_block_freed_to_a_heap",
+        "freed to a Heap that did not allocate it",
+    ),
 ];
 
 /// Performs one misuse. Returning means the allocator did not notice.
@@ -171,6 +183,25 @@ fn run_case(case: &str) {
                 b2.cast::<usize>().write(a2.cast::<usize>().read());
                 alloc_until(b2, l(64));
                 P.alloc(l(64));
+            }
+            "small_block_freed_to_another_heap" | "large_block_freed_to_another_heap" => {
+                use allocator_api2::alloc::Allocator;
+                let (a, b) = (poolalloc::Heap::new(), poolalloc::Heap::new());
+                let lay = l(if case.starts_with("small") {
+                    64
+                } else {
+                    100_000
+                });
+                let _ = b.allocate(lay); // b has chunks (or a list) of its own
+                let p = a.allocate(lay).unwrap();
+                b.deallocate(p.cast(), lay);
+            }
+            "global_block_freed_to_a_heap" => {
+                use allocator_api2::alloc::Allocator;
+                let h = poolalloc::Heap::new();
+                let _ = h.allocate(l(64));
+                let p = P.alloc(l(64));
+                h.deallocate(std::ptr::NonNull::new(p).unwrap(), l(64));
             }
             other => panic!("unknown case {other}"),
         }

@@ -204,3 +204,39 @@ fn zero_sized_and_over_aligned_blocks() {
     }
     assert_eq!(heap.stats().live_blocks, 0);
 }
+
+#[test]
+fn a_dropped_heaps_chunks_come_back_clean_for_the_next() {
+    let _turn = turn();
+    let fill = |heap: &Heap, round: u8| {
+        let mut v: Vec<Box<[u8; 48], &Heap>> = Vec::new();
+        for i in 0..100_000u32 {
+            v.push(Box::new_in([round ^ i as u8; 48], heap));
+        }
+        // Every other block freed: chunks end on the heap's lists of chunks with free slots,
+        // not only full ones.
+        let mut i = 0u32;
+        v.retain(|b| {
+            i += 1;
+            assert!(b.iter().all(|&x| x == b[0]));
+            i % 2 == 0
+        });
+        assert!(v.iter().all(|b| b.iter().all(|&x| x == b[0])));
+        std::mem::forget(v); // the rest stays allocated until the heap goes
+    };
+    let first = Heap::new();
+    fill(&first, 1);
+    // Dropped on another thread than the one that allocated.
+    std::thread::spawn(move || drop(first)).join().unwrap();
+    let mapped = poolalloc::stats().chunks_mapped;
+    let second = Heap::new();
+    fill(&second, 2);
+    let s = second.stats();
+    assert_eq!(s.live_blocks, 50_000, "{s:?}");
+    drop(second);
+    let grew = poolalloc::stats().chunks_mapped - mapped;
+    assert!(
+        grew <= 4,
+        "the second heap mapped {grew} chunks: the first's were not reused"
+    );
+}
