@@ -47,26 +47,23 @@ for r in range(rounds):
             mem[w][n].append((int(kv.get("faults", 0)), int(kv["peak_rss"])))
     print("round", r + 1, "done", file=sys.stderr)
 base = names[0]
-print("| workload | " + " | ".join(f"{n} s" for n in names) + " | " + " | ".join(f"{n}/{base}" for n in names[1:]) + " |")
-print("|---|" + "---:|" * (2 * len(names) - 1))
-logs = {n: [] for n in names[1:]}
-for w in wls:
-    m = {n: statistics.median(res[w][n]) for n in names}
-    for n in names[1:]: logs[n].append(math.log(m[n] / m[base]))
-    print(f"| {w} | " + " | ".join(f"{m[n]:.3f}" for n in names) + " | " + " | ".join(f"{m[n]/m[base]:.2f}" for n in names[1:]) + " |")
-print("| geomean | " + " | ".join("" for n in names) + " | " + " | ".join(f"{math.exp(sum(logs[n])/len(logs[n])):.3f}" for n in names[1:]) + " |")
-print()
+
+def ratio_table(samples, unit):
+    """Medians per build, each over the first build's, and the geometric mean of those ratios."""
+    print("| workload | " + " | ".join(f"{n} {unit}" for n in names) + " | " + " | ".join(f"{n}/{base} {unit}" for n in names[1:]) + " |")
+    print("|---|" + "---:|" * (2 * len(names) - 1))
+    logs = {n: [] for n in names[1:]}
+    for w in wls:
+        m = {n: statistics.median(samples[w][n]) for n in names}
+        for n in names[1:]: logs[n].append(math.log(m[n] / m[base]))
+        print(f"| {w} | " + " | ".join(f"{m[n]:.3f}" for n in names) + " | " + " | ".join(f"{m[n]/m[base]:.2f}" for n in names[1:]) + " |")
+    print("| geomean | " + " | ".join("" for n in names) + " | " + " | ".join(f"{math.exp(sum(logs[n])/len(logs[n])):.3f}" for n in names[1:]) + " |")
+    print()
+
+ratio_table(res, "s")
 # CPU time (user + system, whole process) is steadier than wall time on a loaded machine; it
 # counts every thread's work, start-up included.
-print("| workload | " + " | ".join(f"{n} cpu s" for n in names) + " | " + " | ".join(f"{n}/{base} cpu" for n in names[1:]) + " |")
-print("|---|" + "---:|" * (2 * len(names) - 1))
-clogs = {n: [] for n in names[1:]}
-for w in wls:
-    m = {n: statistics.median(cpu[w][n]) for n in names}
-    for n in names[1:]: clogs[n].append(math.log(m[n] / m[base]))
-    print(f"| {w} | " + " | ".join(f"{m[n]:.3f}" for n in names) + " | " + " | ".join(f"{m[n]/m[base]:.2f}" for n in names[1:]) + " |")
-print("| geomean | " + " | ".join("" for n in names) + " | " + " | ".join(f"{math.exp(sum(clogs[n])/len(clogs[n])):.3f}" for n in names[1:]) + " |")
-print()
+ratio_table(cpu, "cpu s")
 print("| workload | " + " | ".join(f"{n} faults / peak RSS MiB" for n in names) + " |")
 print("|---|" + "---:|" * len(names))
 for w in wls:

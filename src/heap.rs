@@ -844,7 +844,34 @@ fn thread_exited() {
 /// The caller owns `h`, and nobody uses it afterwards.
 unsafe fn abandon_all(h: *mut Heap) {
     let mut abandoned = false;
-    // SAFETY: the caller owns h and its chunks.
+    // SAFETY: the caller owns h and its chunks; each chunk handed to the closure is off every
+    // list of h, and is given to the source (empty) or abandoned (with live slots).
+    unsafe {
+        take_all_chunks(h, |b, ch| {
+            collect(b, ch);
+            (*ch).owner.store(ptr::null_mut(), Relaxed);
+            if chunk::used(ch) == 0 {
+                source::release(ch);
+            } else {
+                abandoned = true;
+                source::abandon(ch);
+            }
+        });
+        unregister(h);
+    }
+    if abandoned {
+        // The purger reaps abandoned chunks whose blocks other threads free.
+        source::ensure_purger();
+    }
+}
+
+/// Takes every chunk off `h`'s lists, class by class (under the `lists` lock `stats` walks them
+/// with), and hands each to `give` with its bin, `in_full` cleared; clears `h`'s hints.
+///
+/// # Safety
+/// The caller owns `h` and its chunks; `give` takes each chunk over (`h` no longer lists it).
+unsafe fn take_all_chunks(h: *mut Heap, mut give: impl FnMut(*mut Bin, *mut Chunk)) {
+    // SAFETY: the caller owns h and every chunk on its lists.
     unsafe {
         for c in 0..NUM_CLASSES {
             let b = bin(h, c);
@@ -857,33 +884,22 @@ unsafe fn abandon_all(h: *mut Heap) {
                 (*b).avail = ptr::null_mut();
                 (*b).full = ptr::null_mut();
             }
-            for ch in [cur, avail, full] {
-                let mut ch = ch;
+            for first in [cur, avail, full] {
+                let mut ch = first;
                 while !ch.is_null() && ch != chunk::dummy() {
+                    // The next link is read before the chunk is given away.
                     let next = if ch == cur {
                         ptr::null_mut()
                     } else {
                         (*ch).next
                     };
                     (*ch).in_full = false;
-                    collect(b, ch);
-                    (*ch).owner.store(ptr::null_mut(), Relaxed);
-                    if chunk::used(ch) == 0 {
-                        source::release(ch);
-                    } else {
-                        abandoned = true;
-                        source::abandon(ch);
-                    }
+                    give(b, ch);
                     ch = next;
                 }
             }
         }
         (*h).hint.clear();
-        unregister(h);
-    }
-    if abandoned {
-        // The purger reaps abandoned chunks whose blocks other threads free.
-        source::ensure_purger();
     }
 }
 
@@ -987,35 +1003,14 @@ pub(crate) unsafe fn owned_by(h: *mut Heap, p: *mut u8) -> bool {
 /// The caller owns `h`, which came from [`owned_new`], made no remote frees (so holds no batch),
 /// and no slot of it is live or waiting in another thread's batch.
 pub(crate) unsafe fn owned_destroy(h: *mut Heap) {
-    // SAFETY: the caller owns h and every chunk on its lists.
+    // SAFETY: the caller owns h and every chunk on its lists, none of whose slots anyone refers
+    // to: each chunk handed to the closure is off every list and discarded whole.
     unsafe {
         debug_assert_eq!((*h).batched, 0);
-        for c in 0..NUM_CLASSES {
-            let b = bin(h, c);
-            let cur = *current(h, c);
-            let (avail, full) = ((*b).avail, (*b).full);
-            {
-                let _l = (*h).lists.lock();
-                *current(h, c) = chunk::dummy();
-                (*b).avail = ptr::null_mut();
-                (*b).full = ptr::null_mut();
-            }
-            for first in [cur, avail, full] {
-                let mut ch = first;
-                while !ch.is_null() && ch != chunk::dummy() {
-                    let next = if ch == cur {
-                        ptr::null_mut()
-                    } else {
-                        (*ch).next
-                    };
-                    (*ch).in_full = false;
-                    (*ch).owner.store(ptr::null_mut(), Relaxed);
-                    source::discard(ch);
-                    ch = next;
-                }
-            }
-        }
-        (*h).hint.clear();
+        take_all_chunks(h, |_, ch| {
+            (*ch).owner.store(ptr::null_mut(), Relaxed);
+            source::discard(ch);
+        });
         unregister(h);
     }
 }

@@ -164,6 +164,22 @@ fn tracked_layout(layout: Layout) -> Option<(Layout, usize)> {
     Some((Layout::from_size_align(size, align).ok()?, room))
 }
 
+/// Frees the whole allocation of the tracked block whose header is `t`: it starts
+/// `header_room(align)` bytes before the block, which starts right after the header
+/// (`header_room` of the allocation's alignment equals that of the block's: both are at most 32
+/// or equal).
+///
+/// # Safety
+/// `t` is the header of a live tracked block, taken off its list, not used afterwards.
+unsafe fn dealloc_whole(t: *mut Tracked) {
+    // SAFETY: forwarded; size and align are the allocation's own layout, which was valid.
+    unsafe {
+        let whole = Layout::from_size_align_unchecked((*t).size, (*t).align);
+        let block = t.cast::<u8>().add(size_of::<Tracked>());
+        backing_dealloc(block.sub(header_room(whole.align())), whole);
+    }
+}
+
 impl Inner {
     /// Allocates a tracked block (null when out of memory).
     fn alloc_tracked(&mut self, layout: Layout) -> *mut u8 {
@@ -174,7 +190,7 @@ impl Inner {
             self.id = NEXT_ID.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
         }
         // SAFETY: `whole` has a non-zero size (room > 0).
-        let base = unsafe { backing::alloc(whole) };
+        let base = unsafe { backing_alloc(whole) };
         if base.is_null() {
             return base;
         }
@@ -202,8 +218,8 @@ impl Inner {
     /// Frees the tracked block `p`.
     ///
     /// # Safety
-    /// `p` is a live block from [`Inner::alloc_tracked`] of this heap, of alignment `align`.
-    unsafe fn free_tracked(&mut self, p: *mut u8, align: usize) {
+    /// `p` is a live block from [`Inner::alloc_tracked`] of this heap.
+    unsafe fn free_tracked(&mut self, p: *mut u8) {
         // Wrapping: under `hardened` p may be any pointer until its header is checked.
         let t = p.wrapping_sub(size_of::<Tracked>()).cast::<Tracked>();
         // SAFETY: p's header lies just before it (alloc_tracked), linked in our list (checked
@@ -234,8 +250,7 @@ impl Inner {
             if !next.is_null() {
                 (*next).prev = prev;
             }
-            let whole = Layout::from_size_align_unchecked((*t).size, (*t).align);
-            backing::dealloc(p.sub(header_room(align)), whole);
+            dealloc_whole(t);
         }
     }
 
@@ -243,15 +258,10 @@ impl Inner {
     fn free_all_tracked(&mut self) {
         let mut t = self.tracked;
         while !t.is_null() {
-            // SAFETY: t is a live header of our list; its allocation starts `room` bytes before
-            // the block, which starts right after the header.
+            // SAFETY: t is a live header of our list, read before its allocation is freed.
             unsafe {
                 let next = (*t).next;
-                let align = (*t).align;
-                let p = t.cast::<u8>().add(size_of::<Tracked>());
-                let room = header_room(align.max(1));
-                let whole = Layout::from_size_align_unchecked((*t).size, align);
-                backing::dealloc(p.sub(room), whole);
+                dealloc_whole(t);
                 t = next;
             }
         }
@@ -314,26 +324,6 @@ impl Drop for Heap {
     }
 }
 
-/// Where tracked blocks come from: `PoolAlloc`'s large blocks where the pools run, the system
-/// allocator elsewhere.
-mod backing {
-    use core::alloc::Layout;
-
-    /// # Safety
-    /// `layout` has a non-zero size.
-    pub unsafe fn alloc(layout: Layout) -> *mut u8 {
-        // SAFETY: forwarded contract.
-        unsafe { super::backing_alloc(layout) }
-    }
-
-    /// # Safety
-    /// `p` came from [`alloc`] with `layout`.
-    pub unsafe fn dealloc(p: *mut u8, layout: Layout) {
-        // SAFETY: forwarded contract.
-        unsafe { super::backing_dealloc(p, layout) }
-    }
-}
-
 if_pools! {
     use crate::heap as crate_heap;
     use crate::{hardened, large, size_class};
@@ -341,6 +331,8 @@ if_pools! {
     /// The pools' heap whose chunks a [`Heap`] owns.
     type PoolsHeap = crate_heap::Heap;
 
+    /// Where tracked blocks come from where the pools run: `PoolAlloc`'s large blocks.
+    ///
     /// # Safety
     /// `layout` has a non-zero size.
     unsafe fn backing_alloc(layout: Layout) -> *mut u8 {
@@ -379,7 +371,7 @@ if_pools! {
         unsafe fn free(&mut self, p: *mut u8, layout: Layout) {
             if !size_class::is_small(layout.size(), layout.align()) {
                 // SAFETY: forwarded contract: a large layout's block is tracked.
-                return unsafe { self.free_tracked(p, layout.align()) };
+                return unsafe { self.free_tracked(p) };
             }
             #[cfg(feature = "hardened")]
             {
@@ -416,6 +408,9 @@ if_fallback! {
     /// No pools heap where the pools have no port.
     type PoolsHeap = ();
 
+    /// Where tracked blocks (every block, here) come from where the pools have no port: the
+    /// system allocator.
+    ///
     /// # Safety
     /// `layout` has a non-zero size.
     unsafe fn backing_alloc(layout: Layout) -> *mut u8 {
@@ -437,9 +432,9 @@ if_fallback! {
 
         /// # Safety
         /// `p` is a live block of this heap of `layout`.
-        unsafe fn free(&mut self, p: *mut u8, layout: Layout) {
+        unsafe fn free(&mut self, p: *mut u8, _layout: Layout) {
             // SAFETY: every block is tracked here.
-            unsafe { self.free_tracked(p, layout.align()) }
+            unsafe { self.free_tracked(p) }
         }
 
         fn destroy_pools(&mut self) {}

@@ -42,7 +42,6 @@ const HUGE: usize = 2 << 20;
 /// Purged chunks kept mapped for reuse.
 const SPARE_MAX: usize = 1024;
 
-
 /// Class `c` is in: its empty list may hold a chunk (put in under the class lock when one is
 /// pushed, taken out under it when the list empties; read without the lock as a hint).
 static NONEMPTY: ClassSet = ClassSet::new();
