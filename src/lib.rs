@@ -68,56 +68,23 @@
 #![deny(rustdoc::broken_intra_doc_links)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 // Without a port most of the crate is compiled out, and what remains uses only part of the rest.
-#![cfg_attr(
-    not(any(
-        all(
-            any(target_pointer_width = "32", target_pointer_width = "64"),
-            any(target_os = "linux", target_os = "macos", target_os = "freebsd")
-        ),
-        all(target_pointer_width = "64", windows)
-    )),
-    allow(dead_code, unused_imports)
-)]
+#![cfg_attr(not(poolalloc_pools), allow(dead_code, unused_imports))]
 
 /// Expands its items or statements where the pools have a port (see `os/mod.rs`).
-#[cfg(any(
-    all(
-        any(target_pointer_width = "32", target_pointer_width = "64"),
-        any(target_os = "linux", target_os = "macos", target_os = "freebsd")
-    ),
-    all(target_pointer_width = "64", windows)
-))]
+#[cfg(poolalloc_pools)]
 macro_rules! if_pools {
     ($($t:tt)*) => { $($t)* };
 }
-#[cfg(not(any(
-    all(
-        any(target_pointer_width = "32", target_pointer_width = "64"),
-        any(target_os = "linux", target_os = "macos", target_os = "freebsd")
-    ),
-    all(target_pointer_width = "64", windows)
-)))]
+#[cfg(not(poolalloc_pools))]
 macro_rules! if_pools {
     ($($t:tt)*) => {};
 }
 /// Expands its items or statements where the pools have no port: `PoolAlloc` is `System` there.
-#[cfg(not(any(
-    all(
-        any(target_pointer_width = "32", target_pointer_width = "64"),
-        any(target_os = "linux", target_os = "macos", target_os = "freebsd")
-    ),
-    all(target_pointer_width = "64", windows)
-)))]
+#[cfg(not(poolalloc_pools))]
 macro_rules! if_fallback {
     ($($t:tt)*) => { $($t)* };
 }
-#[cfg(any(
-    all(
-        any(target_pointer_width = "32", target_pointer_width = "64"),
-        any(target_os = "linux", target_os = "macos", target_os = "freebsd")
-    ),
-    all(target_pointer_width = "64", windows)
-))]
+#[cfg(poolalloc_pools)]
 macro_rules! if_fallback {
     ($($t:tt)*) => {};
 }

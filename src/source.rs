@@ -35,8 +35,13 @@ use core::ptr;
 use core::sync::atomic::{AtomicUsize, Ordering};
 
 /// Chunks mapped together in one region: 16 where part of a mapping can be unmapped, else 1 (on
-/// Windows a reservation is released whole, so each chunk is a reservation of its own).
-const REGION_CHUNKS: usize = if os::PARTIAL_UNMAP { 16 } else { 1 };
+/// Windows a reservation is released whole, so each chunk is a reservation of its own; on wasm32
+/// memory grown is never returned, so it grows by one chunk at a time).
+const REGION_CHUNKS: usize = if os::PARTIAL_UNMAP && os::RETURNS_MEMORY {
+    16
+} else {
+    1
+};
 /// A huge page (x86-64 and AArch64 with 4 KiB pages: 2 MiB).
 const HUGE: usize = 2 << 20;
 /// Purged chunks kept mapped for reuse.
@@ -273,9 +278,10 @@ pub unsafe fn release(c: *mut Chunk) {
     // SAFETY: the caller hands the chunk over.
     let class = unsafe { (*c).class as usize };
     let retain = settings::retained_chunks();
-    let delay = purger::running(tick);
+    // Where memory cannot go back to the OS (wasm32), every empty chunk waits here, for any class.
+    let keep = !os::RETURNS_MEMORY || purger::running(tick);
     let mut l = CLASSES[class].lock();
-    if l.nempty < retain || delay {
+    if l.nempty < retain || keep {
         // SAFETY: as above; we hold the class lock.
         unsafe {
             (*c).emptied_at = os::now_ms();
@@ -430,12 +436,15 @@ fn purge_empty(class: usize, keep: usize, now: u32, delay_ms: u32) {
 }
 
 /// Returns everything returnable: abandoned chunks that became empty, and every empty chunk.
+/// Where memory cannot go back to the OS (wasm32), the empty chunks stay for reuse.
 pub fn trim() {
     for class in 0..NUM_CLASSES {
         let reaped = reap_abandoned(class);
         // SAFETY: reaped chunks are empty and off every list.
-        unsafe { release_list(reaped, true) };
-        purge_empty(class, 0, 0, 0);
+        unsafe { release_list(reaped, os::RETURNS_MEMORY) };
+        if os::RETURNS_MEMORY {
+            purge_empty(class, 0, 0, 0);
+        }
     }
 }
 

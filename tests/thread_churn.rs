@@ -66,7 +66,18 @@ fn thousands_of_short_threads_stay_bounded() {
     );
     poolalloc::trim();
     let trimmed = poolalloc::stats();
-    assert!(trimmed.reserved_bytes <= warm + (4 << 20), "{trimmed}");
+    // Where memory never goes back to the OS (wasm32) trim keeps empty chunks for reuse, as
+    // retained ones; elsewhere none is retained after a trim.
+    let kept = trimmed
+        .classes()
+        .iter()
+        .map(|c| c.retained_chunks)
+        .sum::<usize>()
+        * poolalloc::CHUNK_SIZE;
+    assert!(
+        trimmed.reserved_bytes - kept <= warm + (4 << 20),
+        "{trimmed}"
+    );
 }
 
 #[test]

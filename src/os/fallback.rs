@@ -17,6 +17,9 @@ pub const BACKEND: super::Backend = super::Backend::System;
 /// Nothing here hands back part of a block.
 pub const PARTIAL_UNMAP: bool = false;
 
+/// Nothing here gives memory back (the pools do not run).
+pub const RETURNS_MEMORY: bool = false;
+
 pub fn page_size() -> usize {
     if cfg!(target_family = "wasm") {
         65536

@@ -35,7 +35,9 @@
 //!   [`unmap_part`]: gives back the memory of part of one; where [`PARTIAL_UNMAP`] is false
 //!   (Windows) the part's address space stays reserved until its mapping is unmapped whole.
 //! - [`purge`]: decommits a range: its memory goes back to the OS, the range stays usable and
-//!   reads as zero afterwards.
+//!   reads as zero afterwards. Where [`RETURNS_MEMORY`] is false (wasm32: linear memory only
+//!   grows) nothing goes back, whether purged or unmapped; a purge only zeroes, so the callers keep
+//!   such memory for reuse instead of purging it.
 //! - [`protect`]: makes a range read-only or read-write (`hardened`).
 //! - [`grow_in_place`] and [`move_pages`]: an optional remap (Linux's `mremap`); where there is
 //!   none they return `false` and the caller copies.
@@ -98,50 +100,40 @@ macro_rules! thread_slot_tls {
 #[allow(unused_imports)]
 pub(crate) use thread_slot_tls;
 
-#[cfg(all(
-    any(target_pointer_width = "32", target_pointer_width = "64"),
-    any(target_os = "linux", target_os = "macos", target_os = "freebsd")
-))]
+#[cfg(poolalloc_port = "unix")]
 #[allow(dead_code)] // The whole contract; a build uses what its features need.
 mod unix;
-#[cfg(all(
-    any(target_pointer_width = "32", target_pointer_width = "64"),
-    any(target_os = "linux", target_os = "macos", target_os = "freebsd")
-))]
+#[cfg(poolalloc_port = "unix")]
 use unix as imp;
 
-#[cfg(all(windows, target_pointer_width = "64"))]
+#[cfg(poolalloc_port = "windows")]
 #[allow(dead_code)]
 mod windows;
-#[cfg(all(windows, target_pointer_width = "64"))]
+#[cfg(poolalloc_port = "windows")]
 use windows as imp;
 
-#[cfg(not(any(
-    all(
-        any(target_pointer_width = "32", target_pointer_width = "64"),
-        any(target_os = "linux", target_os = "macos", target_os = "freebsd")
-    ),
-    all(windows, target_pointer_width = "64")
-)))]
+#[cfg(poolalloc_port = "wasm")]
+#[allow(dead_code)]
+mod wasm;
+#[cfg(poolalloc_port = "wasm")]
+use wasm as imp;
+
+// Where there is no port, the whole contract; on wasm32, the services that need nothing but
+// `std` (the wasm file re-exports them).
+#[cfg(any(not(poolalloc_pools), poolalloc_port = "wasm"))]
 #[allow(dead_code)]
 mod fallback;
-#[cfg(not(any(
-    all(
-        any(target_pointer_width = "32", target_pointer_width = "64"),
-        any(target_os = "linux", target_os = "macos", target_os = "freebsd")
-    ),
-    all(windows, target_pointer_width = "64")
-)))]
+#[cfg(not(poolalloc_pools))]
 use fallback as imp;
 
 #[allow(unused_imports)]
 pub use imp::{
-    BACKEND, PARTIAL_UNMAP, at_exit, at_fork, copy_readable, fatal_write_and_abort, for_each_env,
-    keep_stderr, keep_system_allocator_blocks, now_ms, random_seed, rss_bytes, sleep_ms,
-    spawn_purger, trim_system_allocator, watch_thread_exit, write_stderr, yield_now,
+    BACKEND, PARTIAL_UNMAP, RETURNS_MEMORY, at_exit, at_fork, copy_readable, fatal_write_and_abort,
+    for_each_env, keep_stderr, keep_system_allocator_blocks, now_ms, random_seed, rss_bytes,
+    sleep_ms, spawn_purger, trim_system_allocator, watch_thread_exit, write_stderr, yield_now,
 };
 pub(crate) use imp::{run_at_start, thread_slot};
-#[cfg(all(windows, target_pointer_width = "64"))]
+#[cfg(poolalloc_port = "windows")]
 pub use imp::{tls_get, tls_set};
 
 use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};

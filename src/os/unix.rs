@@ -22,6 +22,9 @@ pub const BACKEND: super::Backend = super::Backend::Pools;
 /// `munmap` of part of a mapping returns its address space too.
 pub const PARTIAL_UNMAP: bool = true;
 
+/// Purged pages go back to the OS.
+pub const RETURNS_MEMORY: bool = true;
+
 pub fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions.
     let r = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };

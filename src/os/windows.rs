@@ -47,6 +47,9 @@ pub const BACKEND: super::Backend = super::Backend::Pools;
 /// Part of a reservation can be decommitted but not released.
 pub const PARTIAL_UNMAP: bool = false;
 
+/// Decommitted pages go back to the OS.
+pub const RETURNS_MEMORY: bool = true;
+
 const FLS_OUT_OF_INDEXES: u32 = u32::MAX;
 
 fn system_info() -> SYSTEM_INFO {
