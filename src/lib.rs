@@ -63,12 +63,19 @@
 //! (wasm32, 32-bit Windows, any OS without a port) the crate still compiles and [`PoolAlloc`]
 //! forwards every call to `std::alloc::System`; [`Stats::backend`] says which is live, and [`raw`]
 //! (the C library's interface) does not exist there.
+#![cfg_attr(not(feature = "std"), no_std)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_debug_implementations, missing_docs)]
 #![deny(rustdoc::broken_intra_doc_links)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 // Without a port most of the crate is compiled out, and what remains uses only part of the rest.
-#![cfg_attr(not(poolalloc_pools), allow(dead_code, unused_imports))]
+// Without `std` only `region` (and the size classes it shares) is compiled: the macros below and
+// most of `size_class` go unused.
+#![cfg_attr(
+    any(not(poolalloc_pools), not(feature = "std")),
+    allow(dead_code, unused_imports)
+)]
+#![cfg_attr(not(feature = "std"), allow(unused_macros))]
 
 /// Expands its items or statements where the pools have a port (see `os/mod.rs`).
 #[cfg(poolalloc_pools)]
@@ -129,26 +136,42 @@ macro_rules! if_not_profiled {
     ($($t:tt)*) => { $($t)* };
 }
 
-#[cfg(any(feature = "hardened", feature = "testing", feature = "profiling"))]
+// Everything but `region` and `size_class` needs `std` (`testing`, `profiling` and `raw` turn it on).
+#[cfg(all(
+    feature = "std",
+    any(feature = "hardened", feature = "testing", feature = "profiling")
+))]
 mod addr_table;
-#[cfg(any(feature = "hardened", feature = "testing"))]
+#[cfg(all(feature = "std", any(feature = "hardened", feature = "testing")))]
 mod fatal;
+#[cfg(feature = "std")]
 mod global;
 #[cfg(feature = "testing")]
 mod hooks;
+#[cfg(feature = "std")]
 mod lock;
+#[cfg(feature = "std")]
 mod os;
+#[cfg(feature = "std")]
 mod own_heap;
+#[cfg(feature = "std")]
 pub mod pools;
 #[cfg(feature = "profiling")]
 pub mod profile;
+pub mod region;
+#[cfg(feature = "std")]
 mod settings;
 mod size_class;
+#[cfg(feature = "std")]
 mod stack_text;
+#[cfg(feature = "std")]
 mod stats;
+#[cfg(feature = "std")]
 mod stats_format;
+#[cfg(feature = "std")]
 pub mod testing;
 
+#[cfg(feature = "std")]
 if_pools! {
     mod addr_map;
     mod chunk;
@@ -173,14 +196,23 @@ if_pools! {
     mod span;
 }
 
+#[cfg(feature = "std")]
 pub use global::PoolAlloc;
+#[cfg(feature = "std")]
 pub use os::Backend;
+#[cfg(feature = "std")]
 pub use own_heap::{Heap, HeapStats};
+#[cfg(feature = "std")]
 pub use pools::{AcquireError, BlockingPool, Pooled, Shutdown};
+#[cfg(feature = "std")]
 pub use pools::{GROUP_SLOTS, Handle, Iter, IterMut, Pool};
+#[cfg(feature = "std")]
 pub use settings::{HugePages, huge_pages, set_huge_pages};
+#[cfg(feature = "std")]
 pub use settings::{LargeBlocks, large_blocks, set_large_blocks};
+#[cfg(feature = "std")]
 pub use settings::{purge_delay, retained_chunks, set_purge_delay, set_retained_chunks};
+#[cfg(feature = "std")]
 pub use stats::{ClassStats, Stats, stats, trim};
 
 /// The examples of the README and of `docs/`, run as doc tests (some need the `testing` feature,
@@ -201,10 +233,12 @@ struct StatsDocExamples;
 #[doc = include_str!("../docs/heaps.md")]
 struct HeapsDocExamples;
 
+#[cfg(feature = "std")]
 if_pools! {
     /// Size of every chunk, in bytes.
     pub const CHUNK_SIZE: usize = chunk::CHUNK_SIZE;
 }
+#[cfg(feature = "std")]
 if_fallback! {
     /// Size of every chunk, in bytes (where the pools run).
     pub const CHUNK_SIZE: usize = 256 * 1024;
