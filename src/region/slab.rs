@@ -20,7 +20,7 @@ use crate::size_class::{CLASS_SIZE, class_of_common};
 use core::ptr;
 
 /// The largest request served from a slab.
-pub const MAX_SMALL: usize = 256;
+pub const MAX_SMALL: usize = 128;
 /// Classes served from slabs: every class of the crate's table up to `MAX_SMALL`.
 pub const CLASSES: usize = {
     let mut c = 0;
@@ -30,7 +30,7 @@ pub const CLASSES: usize = {
     c + 1
 };
 /// The smallest slab.
-const MIN_SLAB: usize = 1024;
+const MIN_SLAB: usize = 512;
 /// The bytes at a slab's end that it leaves to the header of the block after it (the block
 /// allocator puts each block's header one word before its payload, so a slab's block is its size
 /// less a granule: slabs carved one after another then tile the region with no gap).
@@ -60,12 +60,12 @@ struct Slab {
 /// The header's size, rounded up to 8 so slots are 8-aligned.
 const HEADER: usize = size_of::<Slab>().next_multiple_of(8);
 
-/// The slab size of class `c`: the smallest power of two from 1 KiB up whose header and tail
-/// (the bytes no slot fills) are at most 1/8 of it.
+/// The slab size of class `c`: the smallest power of two from 512 B up that holds at least 4 slots
+/// and whose header and tail (the bytes no slot fills) are at most 1/8 of it.
 const fn slab_size_of(c: usize) -> usize {
     let slot = CLASS_SIZE[c];
     let mut s = MIN_SLAB;
-    while HEADER + TAIL + (s - HEADER - TAIL) % slot > s / 8 {
+    while HEADER + TAIL + (s - HEADER - TAIL) % slot > s / 8 || (s - HEADER - TAIL) / slot < 4 {
         s *= 2;
     }
     s
@@ -88,7 +88,7 @@ static CAPACITY: [u16; CLASSES] = {
     let mut c = 0;
     while c < CLASSES {
         let n = (slab_size_of(c) - HEADER - TAIL) / CLASS_SIZE[c];
-        assert!(n >= 3 && n <= 128);
+        assert!(n >= 4 && n <= 128);
         t[c] = n as u16;
         c += 1;
     }
