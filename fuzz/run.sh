@@ -8,7 +8,7 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
   cargo install cargo-fuzz --locked
 fi
 status=0
-# Every [[bin]] of fuzz/Cargo.toml: global_alloc, pool, threaded, collections (each keeps at least
+# Every [[bin]] of fuzz/Cargo.toml: global_alloc, pool, threaded, collections, region (each keeps at least
 # one input in regressions/<target>/: a replay that finds none fails).
 for target in $(cargo fuzz list); do
   mkdir -p "corpus/$target" "artifacts/$target"

@@ -5,6 +5,9 @@
 //!
 //! Checked: alignment; no overlap with any live block; contents kept by realloc up to
 //! `min(old, new)`; zeroed memory really zero; every block's pattern intact when it is freed.
+//! An allocator over bounded memory (`region::RegionAlloc`, driven by `tests/region_shadow.rs`
+//! and the fuzz target `region`) runs with [`Shadow::fallible`]: a null result is out of memory,
+//! the operation is dropped and the model stays as it was.
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::collections::BTreeMap;
@@ -92,6 +95,8 @@ pub struct Shadow<'a, A: GlobalAlloc> {
     alloc: &'a A,
     live: BTreeMap<usize, Block>,
     live_bytes: usize,
+    /// Null is out of memory (the operation is dropped), not a failure.
+    fallible: bool,
 }
 
 impl<'a, A: GlobalAlloc> Shadow<'a, A> {
@@ -100,7 +105,30 @@ impl<'a, A: GlobalAlloc> Shadow<'a, A> {
             alloc,
             live: BTreeMap::new(),
             live_bytes: 0,
+            fallible: false,
         }
+    }
+
+    /// A model of an allocator over bounded memory: a null block is out of memory, and the
+    /// operation is dropped (a failed realloc keeps the old block, as `GlobalAlloc` says).
+    #[allow(dead_code)] // not every driver bounds its memory
+    pub fn fallible(alloc: &'a A) -> Self {
+        Shadow {
+            fallible: true,
+            ..Shadow::new(alloc)
+        }
+    }
+
+    /// The sizes of the live blocks, summed.
+    #[allow(dead_code)]
+    pub fn live_bytes(&self) -> usize {
+        self.live_bytes
+    }
+
+    /// The number of live blocks.
+    #[allow(dead_code)]
+    pub fn live_blocks(&self) -> usize {
+        self.live.len()
     }
 
     /// Checks a new block against the live ones and records it.
@@ -151,15 +179,24 @@ impl<'a, A: GlobalAlloc> Shadow<'a, A> {
     }
 
     /// Runs the operations encoded in `data`, then frees everything.
+    #[allow(dead_code)] // the region driver runs `run_checked`
     pub fn run(&mut self, data: &[u8]) {
+        self.run_checked(data, |_| {});
+    }
+
+    /// [`run`](Self::run), calling `check` with the model after every operation (and after the
+    /// final frees), e.g. to compare an allocator's statistics with it.
+    pub fn run_checked(&mut self, data: &[u8], mut check: impl FnMut(&Self)) {
         let mut input = Input(data);
         let mut seed = 0u8;
         while !input.done() {
             seed = seed.wrapping_add(1);
             let op = Op::decode(&mut input, seed);
             self.apply(op);
+            check(self);
         }
         self.free_all();
+        check(self);
     }
 
     /// Frees every live block.
@@ -179,6 +216,9 @@ impl<'a, A: GlobalAlloc> Shadow<'a, A> {
                 let l = Layout::from_size_align(size, align).unwrap();
                 // SAFETY: non-zero size.
                 let p = unsafe { self.alloc.alloc(l) };
+                if p.is_null() && self.fallible {
+                    return;
+                }
                 self.admit(p, Block { size, align, seed });
             }
             Op::Zeroed { size, align, seed } => {
@@ -188,6 +228,9 @@ impl<'a, A: GlobalAlloc> Shadow<'a, A> {
                 let l = Layout::from_size_align(size, align).unwrap();
                 // SAFETY: non-zero size.
                 let p = unsafe { self.alloc.alloc_zeroed(l) };
+                if p.is_null() && self.fallible {
+                    return;
+                }
                 assert!(!p.is_null());
                 // SAFETY: p holds size bytes.
                 let zeroed = unsafe { std::slice::from_raw_parts(p, size) };
@@ -208,6 +251,19 @@ impl<'a, A: GlobalAlloc> Shadow<'a, A> {
                 let l = Layout::from_size_align(b.size, b.align).unwrap();
                 // SAFETY: a was allocated with l; new > 0 and fits a layout with this align.
                 let p = unsafe { self.alloc.realloc(a as *mut u8, l, new) };
+                if p.is_null() && self.fallible {
+                    // The old block stays, untouched.
+                    verify(
+                        a as *mut u8,
+                        b.seed,
+                        b.size,
+                        b.size,
+                        "after a failed realloc",
+                    );
+                    self.live_bytes += b.size;
+                    self.live.insert(a, b);
+                    return;
+                }
                 assert!(!p.is_null(), "realloc to {new} B failed");
                 verify(p, b.seed, b.size.min(new), b.size, "after realloc");
                 let nb = Block {
@@ -278,6 +334,7 @@ impl Op {
 /// on another, and threads exit while others still hold their blocks (their chunks are abandoned
 /// and freed into). The driver waits for each operation, so a run is as deterministic as the
 /// single-threaded one and the model stays exact.
+#[allow(dead_code)] // not every driver runs threads
 pub fn run_threaded<A: GlobalAlloc + Sync>(alloc: &A, data: &[u8]) {
     use std::sync::Mutex;
     use std::sync::mpsc::{Receiver, Sender, channel};
