@@ -46,6 +46,10 @@
 //! - `testing`: the hooks of [`testing`] (`set_limit`, `count`, `forbid`).
 //! - `profiling`: the sampling heap profiler (`profile`: live and cumulative bytes by call stack,
 //!   written as pprof; `POOLALLOC_PROF`). See `docs/profiling.md`.
+//! - `std` (default): everything above the OS. Off, the crate is `#![no_std]` and holds only
+//!   [`region`] (allocation over memory the program gives, for bare metal; `docs/bare-metal.md`).
+//! - `critical-section`: [`region::RegionAlloc`]'s lock is a critical section, so interrupt
+//!   handlers may allocate.
 //! - `raw`: the size-less interface (`poolalloc::raw`: free, usable size and realloc by address
 //!   alone) that the C library `poolalloc-c` exports as `malloc` & co. (a Rust user does not need it).
 //!
@@ -62,7 +66,8 @@
 //! map covers all of it in 16 KiB, and the size classes and chunks are the same. Everywhere else
 //! (wasm32, 32-bit Windows, any OS without a port) the crate still compiles and [`PoolAlloc`]
 //! forwards every call to `std::alloc::System`; [`Stats::backend`] says which is live, and [`raw`]
-//! (the C library's interface) does not exist there.
+//! (the C library's interface) does not exist there. Without an OS (bare metal, `no_std`),
+//! [`region::RegionAlloc`] serves memory the program gives.
 #![cfg_attr(not(feature = "std"), no_std)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_debug_implementations, missing_docs)]

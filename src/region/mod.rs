@@ -22,10 +22,11 @@
 //! - **block**: a range of a region with a one-word header (its size and two flags), handed out
 //!   whole for a large request or as a slab; free blocks sit in segregated lists found through a
 //!   two-level bitmap (TLSF), and merge with free neighbours when freed.
-//! - **slab**: a block of 1 KiB (2 KiB for the 256 B class) aligned to its size, holding slots of
-//!   one size class; the slot's slab is its address masked.
-//! - **small request**: at most 256 bytes, aligned to at most 8: a slot of the crate's size
-//!   classes (8, 16, ..., 64, 80, 96, 112, 128, 160, 192, 224, 256).
+//! - **slab**: a block of 512 B or 1 KiB (2 KiB for a few classes with `hardened` on 64-bit
+//!   targets) aligned to its size, holding slots of one size class; the slot's slab is its address
+//!   masked.
+//! - **small request**: at most 128 bytes, aligned to at most 8: a slot of the crate's size
+//!   classes (8, 16, ..., 64, 80, 96, 112, 128). Anything else is a block.
 //!
 //! # Worst-case costs
 //!
