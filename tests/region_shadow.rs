@@ -18,7 +18,7 @@ fn run(data: &[u8], sizes: &[usize]) {
     let mut memory: Vec<Vec<u128>> = sizes.iter().map(|&n| vec![0u128; n / 16]).collect();
     let a = RegionAlloc::empty();
     for m in &mut memory {
-        // SAFETY: `m` outlives `a` (dropped first, at the end of this function) and nothing else
+        // SAFETY: `m` outlives `a` (declared later, so dropped first) and nothing else
         // touches it meanwhile.
         let r = unsafe { Region::from_raw(m.as_mut_ptr().cast(), m.len() * 16) };
         assert!(a.add_region(r));
@@ -37,7 +37,7 @@ fn run(data: &[u8], sizes: &[usize]) {
     );
     assert_eq!(s.free, s.region_bytes, "not every block merged back: {s:?}");
     assert_eq!(s.regions, sizes.len());
-    drop(a);
+    // `a` goes before `memory` (declared after it).
 }
 
 #[test]
