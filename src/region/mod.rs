@@ -9,7 +9,8 @@
 //! // #[global_allocator] on a bare-metal program; no init call: the region is laid out on first use.
 //! static A: RegionAlloc = RegionAlloc::new(unsafe { Region::array(&raw mut ARENA) });
 //!
-//! let v: allocator_api2::vec::Vec<u32, &RegionAlloc> = allocator_api2::vec![in &A; 1, 2, 3];
+//! let mut v = allocator_api2::vec::Vec::new_in(&A);
+//! v.extend_from_slice(&[1u32, 2, 3]);
 //! assert_eq!(A.stats().live_blocks, 1);
 //! drop(v);
 //! assert_eq!(A.stats().requested, 0);
