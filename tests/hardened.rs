@@ -10,6 +10,14 @@ mod subprocess;
 
 static P: poolalloc::PoolAlloc = poolalloc::PoolAlloc::new();
 
+/// A `region::RegionAlloc`, whose frees `hardened` checks too.
+static mut ARENA: [u8; 64 * 1024] = [0; 64 * 1024];
+static R: poolalloc::region::RegionAlloc =
+    // SAFETY: ARENA is used by nothing else.
+    poolalloc::region::RegionAlloc::new(unsafe {
+        poolalloc::region::Region::array(&raw mut ARENA)
+    });
+
 fn l(size: usize) -> Layout {
     Layout::from_size_align(size, 8).unwrap()
 }
@@ -46,6 +54,20 @@ const CASES: &[(&str, &str)] = &[
     (
         "global_block_freed_to_a_heap",
         "freed to a Heap that did not allocate it",
+    ),
+    ("region_double_free_small", "region: double free"),
+    ("region_double_free_large", "region: double free"),
+    (
+        "region_interior_free_small",
+        "region: free of a pointer this allocator did not hand out",
+    ),
+    (
+        "region_size_mismatch_small",
+        "region: free with a layout the block was not allocated with",
+    ),
+    (
+        "region_size_mismatch_large",
+        "region: free with a layout the block was not allocated with",
     ),
 ];
 
@@ -202,6 +224,31 @@ fn run_case(case: &str) {
                 let _ = h.allocate(l(64));
                 let p = P.alloc(l(64));
                 h.deallocate(std::ptr::NonNull::new(p).unwrap(), l(64));
+            }
+            "region_double_free_small" => {
+                let keep = R.alloc(l(16)); // the slab stays
+                let p = R.alloc(l(16));
+                R.dealloc(p, l(16));
+                R.dealloc(p, l(16));
+                R.dealloc(keep, l(16));
+            }
+            "region_double_free_large" => {
+                let p = R.alloc(l(3000));
+                R.dealloc(p, l(3000));
+                R.dealloc(p, l(3000));
+            }
+            "region_interior_free_small" => {
+                let p = R.alloc(l(16));
+                R.dealloc(p.add(8), l(16));
+            }
+            "region_size_mismatch_small" => {
+                // 16 B and 64 B slots share the slab size: the header names the other class.
+                let p = R.alloc(l(16));
+                R.dealloc(p, l(64));
+            }
+            "region_size_mismatch_large" => {
+                let p = R.alloc(l(300));
+                R.dealloc(p, l(3000));
             }
             other => panic!("unknown case {other}"),
         }
