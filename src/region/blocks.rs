@@ -78,6 +78,51 @@ fn search_index(size: usize) -> Option<(usize, usize)> {
     Some((f, s))
 }
 
+/// The next block of a free block's list (word 1; null at the end). Links are stored as pointers,
+/// not integers, so they keep their provenance.
+///
+/// # Safety
+///
+/// `b` is a free block.
+#[inline(always)]
+unsafe fn next_of(b: *mut usize) -> *mut usize {
+    // SAFETY: caller: word 1 of a free block is its next link.
+    unsafe { b.add(1).cast::<*mut usize>().read() }
+}
+
+/// The previous block of a free block's list (word 2; null at the head).
+///
+/// # Safety
+///
+/// `b` is a free block.
+#[inline(always)]
+unsafe fn prev_of(b: *mut usize) -> *mut usize {
+    // SAFETY: caller: word 2 of a free block is its previous link.
+    unsafe { b.add(2).cast::<*mut usize>().read() }
+}
+
+/// Sets a free block's next link.
+///
+/// # Safety
+///
+/// `b` is a free block (or one being made free) of at least `MIN_BLOCK` bytes.
+#[inline(always)]
+unsafe fn set_next(b: *mut usize, next: *mut usize) {
+    // SAFETY: caller.
+    unsafe { b.add(1).cast::<*mut usize>().write(next) }
+}
+
+/// Sets a free block's previous link.
+///
+/// # Safety
+///
+/// As [`set_next`].
+#[inline(always)]
+unsafe fn set_prev(b: *mut usize, prev: *mut usize) {
+    // SAFETY: caller.
+    unsafe { b.add(2).cast::<*mut usize>().write(prev) }
+}
+
 /// Rounds `n` up to the granule.
 #[inline(always)]
 const fn granules(n: usize) -> usize {
@@ -178,13 +223,13 @@ impl Blocks {
         // header (caller); head, when not null, is a free block of this allocator.
         unsafe {
             b.write(size | FREE);
-            b.add(1).write(head as usize);
-            b.add(2).write(0);
+            set_next(b, head);
+            set_prev(b, ptr::null_mut());
             b.byte_add(size - W).write(size);
             let next = b.byte_add(size);
             next.write(next.read() | PREV_FREE);
             if !head.is_null() {
-                head.add(2).write(b as usize);
+                set_prev(head, b);
             }
         }
         self.heads[f][s] = b;
@@ -201,10 +246,10 @@ impl Blocks {
     unsafe fn unlink(&mut self, b: *mut usize, size: usize) {
         // SAFETY: b is a free block: words 1 and 2 are its links, each null or a free block.
         unsafe {
-            let next = b.add(1).read() as *mut usize;
-            let prev = b.add(2).read() as *mut usize;
+            let next = next_of(b);
+            let prev = prev_of(b);
             if !next.is_null() {
-                next.add(2).write(prev as usize);
+                set_prev(next, prev);
             }
             if prev.is_null() {
                 let (f, s) = index(size);
@@ -217,7 +262,7 @@ impl Blocks {
                     }
                 }
             } else {
-                prev.add(1).write(next as usize);
+                set_next(prev, next);
             }
         }
         self.free_bytes -= size;
@@ -431,7 +476,7 @@ impl Blocks {
             // SAFETY: every block of a list is a free block of this allocator.
             unsafe {
                 best = best.max(b.read() & !FLAGS);
-                b = b.add(1).read() as *mut usize;
+                b = next_of(b);
             }
         }
         best - W
@@ -463,10 +508,10 @@ impl Blocks {
                             PREV_FREE,
                             "PREV_FREE not set after a free block"
                         );
-                        assert_eq!(b.add(2).read() as *mut usize, prev);
+                        assert_eq!(prev_of(b), prev);
                         total += size;
                         prev = b;
-                        b = b.add(1).read() as *mut usize;
+                        b = next_of(b);
                     }
                 }
             }
