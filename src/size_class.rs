@@ -25,8 +25,9 @@ const TABLE_MAX: usize = 1024;
 /// Index of the first class above 64 B (the 80 B class).
 const FIRST_SPACED: usize = 8;
 
-/// The slot size of class `c` (the formula the table is built from).
-const fn class_size_of(c: usize) -> usize {
+/// The slot size of class `c` (the formula the table is built from; `region` builds its own
+/// compact tables from it too).
+pub const fn class_size_of(c: usize) -> usize {
     if c < FIRST_SPACED {
         (c + 1) * 8
     } else {
@@ -37,7 +38,7 @@ const fn class_size_of(c: usize) -> usize {
 }
 
 /// The class of a size `s` in `1..=MAX_SMALL` (computed; the table below caches it for small sizes).
-const fn class_of_size_computed(s: usize) -> usize {
+pub const fn class_of_size_computed(s: usize) -> usize {
     if s <= 64 {
         if s == 0 { 0 } else { (s - 1) / 8 }
     } else {

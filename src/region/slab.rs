@@ -23,18 +23,36 @@
 
 use super::blocks::{Blocks, GRANULE};
 use super::misuse::Misuse;
-use crate::size_class::{CLASS_SIZE, class_of_common};
+use crate::size_class::{class_of_size_computed, class_size_of};
 use core::ptr;
 
 /// The largest request served from a slab.
 pub const MAX_SMALL: usize = 128;
 /// Classes served from slabs: every class of the crate's table up to `MAX_SMALL`.
-pub const CLASSES: usize = {
+pub const CLASSES: usize = class_of_size_computed(MAX_SMALL) + 1;
+
+/// The slot size of each class, from the crate's formula (`size_class`). The region keeps its own
+/// compact tables (this one, [`CLASS_OF`]): the crate's cover 44 classes up to 32 KiB, 300 bytes a
+/// `no_std` wasm module would carry for nothing.
+static CLASS_SIZE: [u16; CLASSES] = {
+    let mut t = [0; CLASSES];
     let mut c = 0;
-    while CLASS_SIZE[c] < MAX_SMALL {
+    while c < CLASSES {
+        t[c] = class_size_of(c) as u16;
         c += 1;
     }
-    c + 1
+    t
+};
+
+/// `CLASS_OF[(size + 7) / 8]` is the class of a request of `size <= MAX_SMALL` bytes.
+static CLASS_OF: [u8; MAX_SMALL / 8 + 1] = {
+    let mut t = [0; MAX_SMALL / 8 + 1];
+    let mut i = 0;
+    while i < t.len() {
+        t[i] = class_of_size_computed(i * 8) as u8;
+        i += 1;
+    }
+    t
 };
 /// The smallest slab.
 const MIN_SLAB: usize = 512;
@@ -70,7 +88,7 @@ const HEADER: usize = size_of::<Slab>().next_multiple_of(8);
 /// The slab size of class `c`: the smallest power of two from 512 B up that holds at least 4 slots
 /// and whose header and tail (the bytes no slot fills) are at most 1/8 of it.
 const fn slab_size_of(c: usize) -> usize {
-    let slot = CLASS_SIZE[c];
+    let slot = class_size_of(c);
     let mut s = MIN_SLAB;
     while HEADER + TAIL + (s - HEADER - TAIL) % slot > s / 8 || (s - HEADER - TAIL) / slot < 4 {
         s *= 2;
@@ -79,11 +97,11 @@ const fn slab_size_of(c: usize) -> usize {
 }
 
 /// Slab size of every class: 512 B or 1 KiB (2 KiB for two classes with `hardened` on 64-bit).
-pub static SLAB_SIZE: [usize; CLASSES] = {
+pub static SLAB_SIZE: [u16; CLASSES] = {
     let mut t = [0; CLASSES];
     let mut c = 0;
     while c < CLASSES {
-        t[c] = slab_size_of(c);
+        t[c] = slab_size_of(c) as u16;
         c += 1;
     }
     t
@@ -94,7 +112,7 @@ static CAPACITY: [u16; CLASSES] = {
     let mut t = [0; CLASSES];
     let mut c = 0;
     while c < CLASSES {
-        let n = (slab_size_of(c) - HEADER - TAIL) / CLASS_SIZE[c];
+        let n = (slab_size_of(c) - HEADER - TAIL) / class_size_of(c);
         assert!(n >= 4 && n <= 128);
         t[c] = n as u16;
         c += 1;
@@ -105,8 +123,9 @@ static CAPACITY: [u16; CLASSES] = {
 /// The class of a request, or `None` when it is not small.
 #[inline(always)]
 pub fn class_of(size: usize, align: usize) -> Option<usize> {
-    if size <= MAX_SMALL {
-        class_of_common(size, align)
+    // Every class is a multiple of 8, so an alignment of at most 8 never changes the class.
+    if size <= MAX_SMALL && align <= 8 {
+        Some(CLASS_OF[(size + 7) >> 3] as usize)
     } else {
         None
     }
@@ -115,7 +134,7 @@ pub fn class_of(size: usize, align: usize) -> Option<usize> {
 /// Slot size of class `c`.
 #[inline(always)]
 pub fn slot_size(c: usize) -> usize {
-    CLASS_SIZE[c]
+    CLASS_SIZE[c] as usize
 }
 
 /// The slabs of every small class of one allocator.
@@ -142,7 +161,7 @@ impl Slabs {
         if slab.is_null() {
             slab = self.new_slab(c, blocks)?;
         }
-        let size = CLASS_SIZE[c];
+        let size = slot_size(c);
         // SAFETY: slab heads the class's list: a live slab of class c with a free slot (a freed
         // one on its list, or an uncarved one below its end).
         unsafe {
@@ -176,7 +195,7 @@ impl Slabs {
     /// A fresh slab of class `c` from `blocks`, at the head of the class's list.
     #[cold]
     fn new_slab(&mut self, c: usize, blocks: &mut Blocks) -> Option<*mut Slab> {
-        let size = SLAB_SIZE[c];
+        let size = SLAB_SIZE[c] as usize;
         let slab = blocks.alloc(size - TAIL, size)?.cast::<Slab>();
         // SAFETY: a new block of `size - TAIL` bytes aligned to `size`: room for the header.
         unsafe {
@@ -206,7 +225,7 @@ impl Slabs {
     /// yet (with `hardened`, violations of this are detected where a slab's header tells).
     #[inline]
     pub unsafe fn free(&mut self, c: usize, p: *mut u8, blocks: &mut Blocks) -> Result<(), Misuse> {
-        let size = SLAB_SIZE[c];
+        let size = SLAB_SIZE[c] as usize;
         // The slab is the slot's address rounded down to the slab size; keep p's provenance.
         let slab = p.wrapping_sub(p as usize & (size - 1)).cast::<Slab>();
         // SAFETY: p is a slot of a live slab of class c (caller), whose header is at `slab`.
@@ -218,10 +237,10 @@ impl Slabs {
                 if s.class != c {
                     return Err(Misuse::SizeMismatch);
                 }
-                if off < HEADER || (off - HEADER) % CLASS_SIZE[c] != 0 {
+                if off < HEADER || (off - HEADER) % slot_size(c) != 0 {
                     return Err(Misuse::Foreign);
                 }
-                let i = (off - HEADER) / CLASS_SIZE[c];
+                let i = (off - HEADER) / slot_size(c);
                 if s.live[i / 32] & (1 << (i % 32)) == 0 {
                     return Err(Misuse::DoubleFree);
                 }

@@ -214,6 +214,7 @@ fn slabs_go_back_when_empty() {
     let mut m = memory(64 << 10);
     let a = RegionAlloc::new(region(&mut m));
     for (c, &slab) in SLAB_SIZE.iter().enumerate() {
+        let slab = usize::from(slab);
         let size = slot_size(c);
         let n = 3 * (slab / size);
         let ps: Vec<_> = (0..n)
