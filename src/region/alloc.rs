@@ -203,53 +203,41 @@ impl Inner {
         Ok(())
     }
 
+    /// Resizes the block `p` in place if it can: the same slot holds the new size, or the large
+    /// block shrinks or takes the free block after it. `Ok(false)`: it must move.
+    ///
     /// # Safety
     ///
-    /// `p` was returned by this allocator for `layout` and is not freed yet; `new_size` is not
-    /// zero and, rounded up to `layout.align()`, at most `isize::MAX`.
-    unsafe fn realloc(
+    /// `p` was returned by this allocator for `layout` and is not freed yet.
+    unsafe fn resize_in_place(
         &mut self,
         p: *mut u8,
         layout: Layout,
         new_size: usize,
-    ) -> Result<*mut u8, Misuse> {
+    ) -> Result<bool, Misuse> {
         let align = layout.align();
         let old = slab::class_of(layout.size(), align);
         let new = slab::class_of(new_size, align);
-        match (old, new) {
-            (Some(c), Some(d)) if c == d => {
-                // The same slot holds it.
-                self.requested = self.requested - layout.size() + new_size;
-                self.peak_requested = self.peak_requested.max(self.requested);
-                return Ok(p);
-            }
+        let done = match (old, new) {
+            // The same slot holds it.
+            (Some(c), Some(d)) => c == d,
             (None, None) => {
                 Self::check_large(p, layout)?;
                 // SAFETY: caller: a live large block.
                 unsafe {
                     let before = Blocks::size_of(p);
-                    if self.blocks.resize(p, new_size) {
-                        self.allocated = self.allocated - before + Blocks::size_of(p);
-                        self.requested = self.requested - layout.size() + new_size;
-                        self.peak_requested = self.peak_requested.max(self.requested);
-                        return Ok(p);
-                    }
+                    let done = self.blocks.resize(p, new_size);
+                    self.allocated = self.allocated - before + Blocks::size_of(p);
+                    done
                 }
             }
-            _ => {}
+            _ => false,
+        };
+        if done {
+            self.requested = self.requested - layout.size() + new_size;
+            self.peak_requested = self.peak_requested.max(self.requested);
         }
-        // SAFETY: caller: new_size rounded to align fits isize.
-        let new_layout = unsafe { Layout::from_size_align_unchecked(new_size, align) };
-        let q = self.alloc(new_layout);
-        if q.is_null() {
-            return Ok(q);
-        }
-        // SAFETY: p holds layout.size() bytes, q new_size; distinct blocks.
-        unsafe {
-            ptr::copy_nonoverlapping(p, q, layout.size().min(new_size));
-            self.free(p, layout)?;
-        }
-        Ok(q)
+        Ok(done)
     }
 }
 
@@ -272,15 +260,32 @@ unsafe impl GlobalAlloc for RegionAlloc {
     }
 
     #[inline]
+    /// In place under the lock when it can be; else a new block, the copy outside the lock (an
+    /// interrupt is not held off for it), and the old block freed: two more lock acquisitions, but
+    /// one copy of the allocation and free paths in the program.
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         // SAFETY: GlobalAlloc's contract, which is realloc's.
         match self
             .inner
-            .with(|i| unsafe { i.realloc(ptr, layout, new_size) })
+            .with(|i| unsafe { i.resize_in_place(ptr, layout, new_size) })
         {
-            Ok(q) => q,
+            Ok(true) => return ptr,
+            Ok(false) => {}
             Err(m) => misuse::report(m),
         }
+        // SAFETY: realloc's contract: new_size, rounded up to layout.align(), fits isize.
+        let new_layout = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
+        // SAFETY: non-zero size (realloc's contract).
+        let q = unsafe { self.alloc(new_layout) };
+        if !q.is_null() {
+            // SAFETY: ptr holds layout.size() bytes and q new_size; they are distinct live
+            // blocks; ptr is then freed once, with its layout.
+            unsafe {
+                ptr::copy_nonoverlapping(ptr, q, layout.size().min(new_size));
+                self.dealloc(ptr, layout);
+            }
+        }
+        q
     }
 }
 

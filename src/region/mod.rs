@@ -39,7 +39,7 @@
 //! | small free | one push, one list insert (slab was full) or one unlink and one block free (slab now empty) |
 //! | large alloc | two bitmap searches (`trailing_zeros`), one unlink, one split (one insert); two inserts with an alignment above two words |
 //! | large free | two unlinks (free neighbours), one insert |
-//! | realloc | in place when the class is the same, or a large block shrinks or the block after it is free; else alloc, copy, free |
+//! | realloc | in place when the class is the same, or a large block shrinks or the block after it is free; else alloc, copy (outside the lock), free |
 //!
 //! `docs/bare-metal.md` gives the instruction counts measured on the host.
 //!
