@@ -6,7 +6,11 @@
 //! |---------------|-----------------------------------------------------|----------|
 //! | `unix.rs`     | Linux (glibc, musl), macOS, FreeBSD; 64- and 32-bit | `Pools`  |
 //! | `windows.rs`  | Windows, 64-bit                                     | `Pools`  |
-//! | `fallback.rs` | everything else (wasm32, 32-bit Windows, no port)   | `System` |
+//! | `wasm.rs`     | wasm32: unknown-unknown, wasip1, wasip1-threads     | `Pools`  |
+//! | `fallback.rs` | everything else (32-bit Windows, no port)           | `System` |
+//!
+//! Which file serves a target is decided in `build.rs` (the cfgs `poolalloc_port` and
+//! `poolalloc_pools`), nowhere else.
 //!
 //! On a platform with no port the pools are not compiled at all: `PoolAlloc` forwards every call
 //! to `std::alloc::System` ([`BACKEND`] says which is live), and the fallback file provides only
