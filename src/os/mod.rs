@@ -51,6 +51,8 @@
 //! - [`watch_thread_exit`]: the hook runs when the calling thread exits.
 //! - [`at_fork`]: hooks around `fork` (nothing where there is no fork).
 //! - [`spawn_purger`], [`sleep_ms`]: the background purger's thread, detached, small stack.
+//! - `watch_user_signal` (Unix only): sets a flag on `SIGUSR2`, unless the program handles that
+//!   signal itself (the profiler's dump on demand).
 //! - [`yield_now`]: gives the core away (the lock's back-off).
 //! - [`random_seed`]: entropy for the `hardened` keys (never fails: falls back to the clock and
 //!   addresses). [`now_ms`]: a coarse monotonic clock. [`rss_bytes`]: the resident set.
@@ -130,6 +132,9 @@ mod fallback;
 #[cfg(not(poolalloc_pools))]
 use fallback as imp;
 
+#[cfg(poolalloc_port = "unix")]
+#[allow(unused_imports)]
+pub use imp::watch_user_signal;
 #[allow(unused_imports)]
 pub use imp::{
     BACKEND, PARTIAL_UNMAP, RETURNS_MEMORY, at_exit, at_fork, copy_readable, fatal_write_and_abort,

@@ -14,7 +14,7 @@
 //!   `thread_local!` (see [`thread_slot`]).
 
 use core::ptr;
-use core::sync::atomic::{AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 
 /// The allocator `PoolAlloc` uses here.
 pub const BACKEND: super::Backend = super::Backend::Pools;
@@ -424,6 +424,45 @@ pub fn spawn_purger(body: fn()) -> bool {
         let r = libc::pthread_create(&mut tid, &attr, purger_main, ptr::null_mut());
         libc::pthread_attr_destroy(&mut attr);
         r == 0
+    }
+}
+
+/// The flag `watch_user_signal` sets (null until it is called).
+static USER_SIGNAL_FLAG: AtomicPtr<AtomicBool> = AtomicPtr::new(ptr::null_mut());
+
+extern "C" fn on_user_signal(_: libc::c_int) {
+    // Async-signal-safe: two atomic operations.
+    let f = USER_SIGNAL_FLAG.load(Ordering::Acquire);
+    if !f.is_null() {
+        // SAFETY: only `watch_user_signal` stores here, a `&'static AtomicBool`.
+        unsafe { (*f).store(true, Ordering::Release) };
+    }
+}
+
+/// Sets `flag` whenever the process receives `SIGUSR2`, if nothing else handles that signal (its
+/// disposition is the default, or this handler already). False, leaving the program's own handler
+/// alone, when it has one, or when the OS refuses.
+pub fn watch_user_signal(flag: &'static AtomicBool) -> bool {
+    USER_SIGNAL_FLAG.store(
+        flag as *const AtomicBool as *mut AtomicBool,
+        Ordering::Release,
+    );
+    let ours = on_user_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    // SAFETY: zeroed is a valid sigaction; the pointers are valid for the calls; the handler is
+    // async-signal-safe and lives forever.
+    unsafe {
+        let mut old: libc::sigaction = core::mem::zeroed();
+        if libc::sigaction(libc::SIGUSR2, ptr::null(), &mut old) != 0 {
+            return false;
+        }
+        if old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != ours {
+            return false;
+        }
+        let mut new: libc::sigaction = core::mem::zeroed();
+        new.sa_sigaction = ours;
+        new.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut new.sa_mask);
+        libc::sigaction(libc::SIGUSR2, &new, ptr::null_mut()) == 0
     }
 }
 
