@@ -36,6 +36,7 @@ pub fn alloc(size: usize, align: usize) -> *mut u8 {
 
 #[inline(always)]
 fn small(c: usize) -> *mut u8 {
+    crate::stats::note_unsized();
     let p = heap::alloc_unsized(c);
     if !p.is_null() {
         hardened::on_hand_out(p, c);
