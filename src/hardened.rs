@@ -7,7 +7,7 @@
 //! | free of an interior, unaligned, wild, foreign or never-allocated pointer | the address map of our chunks (`addr_map`); the slot grid of the chunk (a multiply, not a division); the chunk's carved watermark; the live-large-block table |
 //! | size-mismatched dealloc | the layout's class against the chunk header's class (a smaller class is accepted where `realloc` may have shrunk the block in place: at least half the slot, `size_class::stays`) |
 //! | corrupted free-list links | links stored as `rotl(p ^ k1, k0) + k0` with per-process keys; a decoded link must be a free slot of the same chunk: in its slot area and carrying its own tag (8-byte slots: a carved slot's start) |
-//! | write after free | freed slots carry their tag and the `0x1deadb0b` pattern in their first 64 bytes (after the link word), checked when handed out again; freed large spans of the C library wait for reuse read-only (a write faults) |
+//! | write after free | freed slots carry their tag (checked when handed out again); with `hardened-full` also the `0x1deadb0b` pattern in the rest of their first 64 bytes, and freed large spans of the C library wait for reuse read-only (a write faults) |
 //! | free of a pointer on the stack or in static data (C library) | a pointer outside our mappings is checked against the thread's stack and the loaded objects' images |
 //! | overflow or underflow by a few bytes of a large block (C library) | keyed canaries in the last word of the span header and just after the block (its usable size is then the request rounded to 16 bytes, not to the page), checked at every lookup of the block |
 //!
@@ -397,16 +397,23 @@ mod imp {
         }
     }
 
-    /// A freed span waits for reuse: made read-only, so a write after free faults.
+    /// A freed span waits for reuse: made read-only (`hardened-full`), so a write after free
+    /// faults.
     pub fn on_span_cached(base: *mut u8, len: usize) {
-        // SAFETY: the span is ours and unused (its block was freed); a refusal leaves it writable.
-        unsafe { os::protect(base, len, false) };
+        if cfg!(feature = "hardened-full") {
+            // SAFETY: the span is ours and unused (its block was freed); a refusal leaves it
+            // writable.
+            unsafe { os::protect(base, len, false) };
+        }
     }
 
     /// A cached span is taken for reuse: writable again. False when the OS refused (the caller
     /// unmaps it instead).
     #[must_use]
     pub fn on_span_reused(base: *mut u8, len: usize) -> bool {
+        if !cfg!(feature = "hardened-full") {
+            return true;
+        }
         // SAFETY: the span is ours, taken off the cache by the caller.
         unsafe { os::protect(base, len, true) }
     }

@@ -44,9 +44,17 @@ impl Drop for Allocates {
     fn drop(&mut self) {
         // New blocks, written and freed during teardown.
         let mut fresh: Vec<Box<[u8]>> = (0..64).map(|i| block(self.tag.wrapping_add(i))).collect();
-        fresh.push(format!("thread {} exits", self.tag).into_bytes().into_boxed_slice());
+        fresh.push(
+            format!("thread {} exits", self.tag)
+                .into_bytes()
+                .into_boxed_slice(),
+        );
         for (i, b) in self.mine.drain(..).enumerate() {
-            assert!(b.iter().all(|&x| x == b[0]), "block {i} of thread {}", self.tag);
+            assert!(
+                b.iter().all(|&x| x == b[0]),
+                "block {i} of thread {}",
+                self.tag
+            );
         }
         drop(black_box(fresh));
         // A block of another thread's, freed here.
@@ -104,7 +112,10 @@ mod after_ours {
         let key = *KEY.get_or_init(|| {
             let mut k: libc::pthread_key_t = 0;
             // SAFETY: k is a valid out-pointer; the destructor lives forever.
-            assert_eq!(unsafe { libc::pthread_key_create(&mut k, Some(destroy)) }, 0);
+            assert_eq!(
+                unsafe { libc::pthread_key_create(&mut k, Some(destroy)) },
+                0
+            );
             k
         });
         let v = Box::into_raw(Box::new(block(tag)));
@@ -159,7 +170,11 @@ fn thread_locals_allocate_and_free_while_threads_exit() {
     let survivors = std::mem::take(&mut *SURVIVORS.lock().unwrap());
     // Late's destructor on every thread, and the pthread key's on Unix.
     let per_thread = if cfg!(unix) { 2 } else { 1 };
-    assert_eq!(survivors.len(), 10 * 8 * per_thread, "blocks kept by teardown");
+    assert_eq!(
+        survivors.len(),
+        10 * 8 * per_thread,
+        "blocks kept by teardown"
+    );
     for b in &survivors {
         assert!(b.iter().all(|&x| x == b[0]));
     }
@@ -174,7 +189,10 @@ fn thread_locals_allocate_and_free_while_threads_exit() {
         before.live_bytes,
         after.live_bytes
     );
-    assert_eq!(after.large_blocks, before.large_blocks, "large blocks\n{after}");
+    assert_eq!(
+        after.large_blocks, before.large_blocks,
+        "large blocks\n{after}"
+    );
     let abandoned: usize = after.classes().iter().map(|c| c.abandoned_chunks).sum();
     assert_eq!(abandoned, 0, "abandoned chunks after trim\n{after}");
 }

@@ -1,7 +1,7 @@
 //! The hardened C library against a catalogue of heap misuse (`tests/c/misuse.c`: double and
 //! invalid frees, writes after free, overflows and underflows by one byte and by a megabyte,
 //! zero-size access, at 8 B, 4 KiB and 256 KiB). Each case runs in a process of its own under
-//! `libpoolalloc_c.so` built with `--features hardened`, and, for comparison, under glibc alone and
+//! `libpoolalloc_c.so` built with `--features hardened-full` (every check), and, for comparison, under glibc alone and
 //! Debian's jemalloc and mimalloc where installed. A case is *caught* when the process dies of a
 //! signal (an abort naming the problem, or a fault) instead of going on.
 //!
@@ -11,7 +11,7 @@
 //! `<workspace>/target/capi-test/misuse.md` and to stderr.
 //!
 //! The library: `POOLALLOC_TEST_C_SO_HARDENED` if set, else built here with `$CARGO build
-//! --release -p poolalloc-c --features hardened --target-dir <workspace>/target/capi-test-hardened`.
+//! --release -p poolalloc-c --features hardened-full --target-dir <workspace>/target/capi-test-hardened`.
 //! Needs gcc. Linux only, as the library is.
 #![cfg(target_os = "linux")]
 
@@ -109,7 +109,7 @@ fn hardened_library(root: &Path) -> PathBuf {
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let out = Command::new(cargo)
         .args(["build", "--release", "-p", "poolalloc-c", "--features"])
-        .arg("hardened")
+        .arg("hardened-full")
         .arg("--target-dir")
         .arg(&target)
         .current_dir(workspace())
