@@ -48,6 +48,7 @@
 //! would give the 32 KiB class one slot per chunk (50% waste) or need a second chunk size.
 
 use crate::link;
+use crate::remote_list;
 use crate::size_class;
 use core::ptr;
 use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
@@ -62,8 +63,8 @@ pub const HEADER_SIZE: usize = 192;
 const EXTEND_BYTES: usize = 4096;
 
 /// The flag bit of [`Chunk::remote`]: the chunk is on its owner's full list and the owner has not
-/// been told of a remote free since.
-pub const FULL: usize = 1;
+/// been told of a remote free since (`remote_list`, where the word's protocol lives).
+pub const FULL: usize = remote_list::FULL;
 
 /// A free slot: its first word links to the next free slot (encoded with `hardened`).
 #[repr(C)]
@@ -327,11 +328,7 @@ pub unsafe fn extend(c: *mut Chunk) -> u32 {
 pub unsafe fn collect_remote(c: *mut Chunk) -> u32 {
     // SAFETY: the caller owns the header; `remote` is only ever swapped whole by the owner.
     unsafe {
-        if (*c).remote.load(Ordering::Relaxed) == 0 {
-            return 0;
-        }
-        // Acquire: the links the freers wrote before their release CAS are visible.
-        let head = ((*c).remote.swap(0, Ordering::Acquire) & !FULL) as *mut FreeSlot;
+        let head = remote_list::take(&(*c).remote) as *mut FreeSlot;
         if head.is_null() {
             return 0;
         }
@@ -382,21 +379,9 @@ pub unsafe fn push_remote(c: *mut Chunk, head: *mut FreeSlot, tail: *mut FreeSlo
     // SAFETY: c is a live header (its slots are handed out); `remote` is an atomic any thread may
     // push onto; the slots are ours to write until the CAS publishes them.
     unsafe {
-        let remote = &(*c).remote;
-        let mut old = remote.load(Ordering::Relaxed);
-        loop {
-            FreeSlot::set_next(tail, (old & !FULL) as *mut FreeSlot);
-            // Release: the links written before are visible to the owner's acquire swap.
-            match remote.compare_exchange_weak(
-                old,
-                head as usize,
-                Ordering::Release,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return old & FULL != 0,
-                Err(now) => old = now,
-            }
-        }
+        remote_list::push(&(*c).remote, head as usize, |old| {
+            FreeSlot::set_next(tail, old as *mut FreeSlot)
+        })
     }
 }
 
@@ -407,11 +392,7 @@ pub unsafe fn push_remote(c: *mut Chunk, head: *mut FreeSlot, tail: *mut FreeSlo
 /// `c` must be a live header the caller owns.
 pub unsafe fn try_mark_full(c: *mut Chunk) -> bool {
     // SAFETY: the caller owns the header.
-    unsafe {
-        (*c).remote
-            .compare_exchange(0, FULL, Ordering::AcqRel, Ordering::Relaxed)
-            .is_ok()
-    }
+    unsafe { remote_list::try_mark_full(&(*c).remote) }
 }
 
 /// True when the chunk has no slot to hand out without collecting: `free` empty and nothing left
@@ -492,7 +473,7 @@ pub unsafe fn check(c: *mut Chunk) {
         let carved = ((*c).bump as usize - base(c) as usize) / size;
         assert!((*c).bump <= (*c).end);
         assert_eq!((*c).capacity as usize, capacity_of((*c).class as usize));
-        let remote = ((*c).remote.load(Ordering::Acquire) & !FULL) as *mut FreeSlot;
+        let remote = remote_list::peek(&(*c).remote) as *mut FreeSlot;
         assert_eq!(
             list_len((*c).free) + list_len((*c).local_free) + used(c) as usize,
             carved,

@@ -151,6 +151,13 @@ mod stats;
 mod stats_format;
 pub mod testing;
 
+/// The atomics of the model-checked modules (`remote_list`): `core`'s here; loom's in
+/// `tests/loom_remote.rs`, which includes those files with its own `sync`.
+#[allow(unused_imports)]
+mod sync {
+    pub(crate) use core::sync::atomic;
+}
+
 if_pools! {
     mod addr_map;
     mod chunk;
@@ -163,6 +170,7 @@ if_pools! {
     #[cfg(all(test, not(miri)))]
     mod os_faults;
     mod purger;
+    mod remote_list;
     #[cfg(feature = "raw")]
     #[cfg_attr(docsrs, doc(cfg(feature = "raw")))]
     pub mod raw;
