@@ -331,9 +331,28 @@ mod imp {
 
     /// A pointer freed (or reallocated) that lies in none of our mappings: the C library leaves
     /// such pointers alone (the dynamic loader frees blocks of its early allocator through
-    /// `free`), unless it is certainly no heap memory: on the stack or in a loaded object's image.
+    /// `free`), unless it is certainly no heap memory: misaligned, in the first 64 KiB, where
+    /// nothing is mapped, on the stack or in a loaded object's image.
     #[cold]
     pub fn on_foreign(p: *mut u8, what: &str) {
+        let a = p as usize;
+        // No allocator hands out a block that is not 8-aligned (C's max_align_t), in the first
+        // 64 KiB (Linux's least mapping address), or where nothing is mapped.
+        if a % 8 != 0 {
+            fatal(format_args!(
+                "{what} of invalid pointer {p:p}: not a heap block (misaligned)"
+            ));
+        }
+        if a < 1 << 16 {
+            fatal(format_args!(
+                "{what} of invalid pointer {p:p}: not a heap block (in the first 64 KiB, never mapped)"
+            ));
+        }
+        if os::is_unmapped(p) {
+            fatal(format_args!(
+                "{what} of invalid pointer {p:p}: not a heap block (nothing is mapped there)"
+            ));
+        }
         if os::is_stack_or_image(p) {
             fatal(format_args!(
                 "{what} of invalid pointer {p:p}: not a heap block (on the stack or in a program's static data)"

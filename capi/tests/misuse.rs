@@ -55,6 +55,15 @@ const CLAIMED: &[(&str, Claim)] = &[
     ("free_unaligned_256k", Abort("not a live block")),
     ("free_stack", Abort("not a heap block")),
     ("free_global", Abort("not a heap block")),
+    ("free_wild_1", Abort("not a heap block (misaligned)")),
+    (
+        "free_low_page",
+        Abort("not a heap block (in the first 64 KiB"),
+    ),
+    (
+        "free_unmapped",
+        Abort("not a heap block (nothing is mapped there)"),
+    ),
     // The 8-byte slot's only word is its encoded link: overwritten, it decodes to no slot.
     (
         "write_after_free_start_8",

@@ -80,6 +80,11 @@ pub fn is_stack_or_image(_p: *const u8) -> bool {
     false
 }
 
+/// See `os::is_unmapped`: not told here.
+pub fn is_unmapped(_p: *const u8) -> bool {
+    false
+}
+
 /// # Safety
 /// See `os::grow_in_place`.
 pub unsafe fn grow_in_place(_p: *mut u8, _old: usize, _new: usize) -> bool {

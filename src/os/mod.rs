@@ -60,8 +60,8 @@
 //!   then abort). [`for_each_env`]: the environment's entries, read without allocating.
 //!   [`at_exit`]: a hook when the process exits normally; [`run_at_start!`]: a function run
 //!   before `main` (or when the shared library is loaded).
-//! - [`is_stack_or_image`]: whether a pointer is certainly no heap memory (`hardened`'s check of
-//!   a pointer freed that is not ours).
+//! - [`is_stack_or_image`], [`is_unmapped`]: whether a pointer is certainly no heap memory
+//!   (`hardened`'s check of a pointer freed that is not ours).
 //! - [`copy_readable`]: copies memory that may not all be mapped, without faulting (the C
 //!   library's realloc of a block it did not allocate). [`trim_system_allocator`]: asks the
 //!   system allocator to return its free memory (glibc's `malloc_trim`; nothing elsewhere).
@@ -326,6 +326,14 @@ pub unsafe fn protect(p: *mut u8, size: usize, writable: bool) -> bool {
 #[cfg_attr(not(feature = "hardened"), allow(dead_code))]
 pub fn is_stack_or_image(p: *const u8) -> bool {
     imp::is_stack_or_image(p)
+}
+
+/// True when nothing at all is mapped at `p`'s page (so no allocator's block can be there). False
+/// when unsure, and on systems where it cannot tell (everything but Linux and wasm32). A system
+/// call; allocates nothing.
+#[cfg_attr(not(feature = "hardened"), allow(dead_code))]
+pub fn is_unmapped(p: *const u8) -> bool {
+    imp::is_unmapped(p)
 }
 
 /// Injected OS failures for unit tests: the calling thread's next `n` calls that map (or, apart,

@@ -277,6 +277,29 @@ pub fn is_stack_or_image(_p: *const u8) -> bool {
     false
 }
 
+/// See `os::is_unmapped`: `msync` of the page fails with `ENOMEM` where nothing is mapped.
+#[cfg(target_os = "linux")]
+pub fn is_unmapped(p: *const u8) -> bool {
+    let page = p as usize & !(super::page_size() - 1);
+    // SAFETY: msync only inspects the range (MS_ASYNC schedules nothing for anonymous memory); an
+    // unmapped range is reported, not touched.
+    let r = unsafe {
+        libc::msync(
+            page as *mut libc::c_void,
+            super::page_size(),
+            libc::MS_ASYNC,
+        )
+    };
+    // SAFETY: errno is this thread's, read right after the call.
+    r != 0 && unsafe { *libc::__errno_location() } == libc::ENOMEM
+}
+
+/// See `os::is_unmapped`: not told here.
+#[cfg(not(target_os = "linux"))]
+pub fn is_unmapped(_p: *const u8) -> bool {
+    false
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Threads.
 

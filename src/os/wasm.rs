@@ -305,6 +305,11 @@ pub fn is_stack_or_image(p: *const u8) -> bool {
     (p as usize) < &raw const __heap_base as usize
 }
 
+/// Linear memory is mapped from 0 to its size: beyond it nothing is.
+pub fn is_unmapped(p: *const u8) -> bool {
+    (p as usize) >= memory_size().saturating_mul(PAGE)
+}
+
 /// Entropy for the `hardened` keys: WASI's `random_get` (through std's hash keys, which allocate
 /// nothing), mixed with addresses; only addresses on `wasm32-unknown-unknown`.
 pub fn random_seed() -> [usize; 3] {

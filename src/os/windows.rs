@@ -197,6 +197,11 @@ pub fn is_stack_or_image(_p: *const u8) -> bool {
     false
 }
 
+/// See `os::is_unmapped`: not told here.
+pub fn is_unmapped(_p: *const u8) -> bool {
+    false
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Threads.
 
