@@ -33,7 +33,8 @@ mod imp {
     use crate::lock::Lock;
     use crate::addr_table::AddrTable;
     use crate::{addr_map, os, size_class};
-    use core::sync::atomic::Ordering::Acquire;
+    use core::sync::atomic::AtomicUsize;
+    use core::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 
     pub use crate::fatal::fatal;
 
@@ -335,6 +336,9 @@ mod imp {
     /// nothing is mapped, on the stack or in a loaded object's image.
     #[cold]
     pub fn on_foreign(p: *mut u8, what: &str) {
+        if is_zero_size_block(p) {
+            return; // ours: freeing it does nothing
+        }
         let a = p as usize;
         // No allocator hands out a block that is not 8-aligned (C's max_align_t), in the first
         // 64 KiB (Linux's least mapping address), or where nothing is mapped.
@@ -358,6 +362,51 @@ mod imp {
                 "{what} of invalid pointer {p:p}: not a heap block (on the stack or in a program's static data)"
             ));
         }
+    }
+
+    // --- zero-size blocks of the C library -----------------------------------------------------------
+
+    /// Address space for zero-size blocks: 256 MiB (16 MiB on 32-bit targets) that faults on any
+    /// access, reserved at the first `malloc(0)`; each block is the next 16 bytes of it, never
+    /// handed out again (so every zero-size block is unique, as C requires). 0: not reserved yet;
+    /// 1: the OS gave none.
+    static ZERO_BASE: AtomicUsize = AtomicUsize::new(0);
+    static ZERO_NEXT: AtomicUsize = AtomicUsize::new(0);
+    const ZERO_SPACE: usize = if cfg!(target_pointer_width = "64") {
+        256 << 20
+    } else {
+        16 << 20
+    };
+
+    /// A unique block for a zero-size request (C's `malloc(0)`, `calloc(0, n)`) where any read or
+    /// write of it faults, 16-aligned; null once the space is used up or where the OS has no such
+    /// memory (the caller then hands out an 8-byte slot, as without the feature).
+    #[cold]
+    pub fn zero_size_block() -> *mut u8 {
+        let mut base = ZERO_BASE.load(Acquire);
+        if base == 0 {
+            let p = os::reserve_inaccessible(ZERO_SPACE) as usize;
+            let want = if p == 0 { 1 } else { p };
+            base = match ZERO_BASE.compare_exchange(0, want, AcqRel, Acquire) {
+                Ok(_) => want,
+                Err(won) => won, // another thread reserved first; ours stays unused
+            };
+        }
+        if base == 1 {
+            return core::ptr::null_mut();
+        }
+        let off = ZERO_NEXT.fetch_add(16, Relaxed);
+        if off >= ZERO_SPACE {
+            return core::ptr::null_mut();
+        }
+        (base + off) as *mut u8
+    }
+
+    /// True when `p` is one of [`zero_size_block`]'s blocks (freeing one does nothing).
+    #[inline]
+    pub fn is_zero_size_block(p: *mut u8) -> bool {
+        let base = ZERO_BASE.load(Acquire);
+        base > 1 && (p as usize).wrapping_sub(base) < ZERO_SPACE
     }
 
     // --- large spans of the C library ---------------------------------------------------------------
@@ -543,6 +592,14 @@ mod imp {
     pub fn on_invalid_pointer(_p: *mut u8, _what: &str) {}
     #[inline(always)]
     pub fn on_foreign(_p: *mut u8, _what: &str) {}
+    #[inline(always)]
+    pub fn zero_size_block() -> *mut u8 {
+        core::ptr::null_mut()
+    }
+    #[inline(always)]
+    pub fn is_zero_size_block(_p: *mut u8) -> bool {
+        false
+    }
     #[inline(always)]
     pub fn span_usable(_size: usize, page_usable: usize, _room: usize) -> usize {
         page_usable

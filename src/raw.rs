@@ -24,6 +24,12 @@ use core::ptr;
 #[inline(always)]
 pub fn alloc(size: usize, align: usize) -> *mut u8 {
     debug_assert!(align.is_power_of_two());
+    if cfg!(feature = "hardened") && size == 0 && align <= 16 {
+        let p = hardened::zero_size_block();
+        if !p.is_null() {
+            return p;
+        }
+    }
     let size = size.max(1);
     let p = match class_of(size, align) {
         Some(c) => small(c),
@@ -58,6 +64,13 @@ fn large(size: usize, align: usize) -> (*mut u8, bool) {
 /// blocks of 16 bytes or more, 8 below. The `malloc` fast path: one table lookup for the class.
 #[inline(always)]
 pub fn malloc(size: usize) -> *mut u8 {
+    if cfg!(feature = "hardened") && size == 0 {
+        // A block any access to faults (`hardened`), where the OS gives such memory.
+        let p = hardened::zero_size_block();
+        if !p.is_null() {
+            return p;
+        }
+    }
     let p = match size_class::class_of_malloc(size) {
         Some(c) => small(c),
         None => large(size, 16).0,
@@ -69,6 +82,12 @@ pub fn malloc(size: usize) -> *mut u8 {
 
 /// As [`alloc`], with the first `size` bytes zeroed.
 pub fn alloc_zeroed(size: usize, align: usize) -> *mut u8 {
+    if cfg!(feature = "hardened") && size == 0 && align <= 16 {
+        let p = hardened::zero_size_block();
+        if !p.is_null() {
+            return p;
+        }
+    }
     let size = size.max(1);
     let p = match class_of(size, align) {
         Some(c) => {
@@ -257,6 +276,9 @@ pub unsafe fn realloc(p: *mut u8, new_size: usize, align: usize) -> *mut u8 {
             usable
         }
         Owner::Foreign => {
+            if hardened::is_zero_size_block(p) {
+                return alloc(new_size, align); // nothing to keep
+            }
             hardened::on_foreign(p, "realloc");
             let q = alloc(new_size, align);
             if !q.is_null() {

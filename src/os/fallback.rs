@@ -44,6 +44,11 @@ pub fn map_sparse(size: usize) -> *mut u8 {
     map(size)
 }
 
+/// Not available here: no memory here faults on access.
+pub fn reserve_inaccessible(_size: usize) -> *mut u8 {
+    ptr::null_mut()
+}
+
 /// Not available here: nothing that remains without the pools asks for it.
 pub fn map_aligned(_size: usize, _align: usize) -> *mut u8 {
     ptr::null_mut()

@@ -35,6 +35,7 @@
 //! - [`map`]: fresh, zeroed, committed read-write memory. [`map_aligned`]: the same, its start a
 //!   multiple of `align`. [`map_sparse`]: zeroed address space of which only touched pages cost
 //!   memory (a large table).
+//! - [`reserve_inaccessible`]: address space that faults on any access (no memory).
 //! - [`unmap`]: gives back a whole mapping made here (from its start, of its current length).
 //!   [`unmap_part`]: gives back the memory of part of one; where [`PARTIAL_UNMAP`] is false
 //!   (Windows) the part's address space stays reserved until its mapping is unmapped whole.
@@ -234,6 +235,14 @@ pub fn map_sparse(size: usize) -> *mut u8 {
         return core::ptr::null_mut();
     }
     imp::map_sparse(size)
+}
+
+/// Address space of `size` bytes (a page multiple) that faults on any access and costs no memory;
+/// null where the OS cannot give such (wasm32) or refuses. Never given back. (`hardened`'s
+/// zero-size blocks.)
+#[cfg_attr(not(feature = "hardened"), allow(dead_code))]
+pub fn reserve_inaccessible(size: usize) -> *mut u8 {
+    imp::reserve_inaccessible(size)
 }
 
 /// Gives back a whole mapping.

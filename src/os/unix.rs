@@ -65,6 +65,31 @@ pub fn map_sparse(size: usize) -> *mut u8 {
     mmap_anon(size, extra)
 }
 
+/// Address space that faults on any access (`PROT_NONE`), costing no memory.
+pub fn reserve_inaccessible(size: usize) -> *mut u8 {
+    #[cfg(all(any(target_os = "linux", target_os = "android"), not(miri)))]
+    let extra = libc::MAP_NORESERVE;
+    #[cfg(not(all(any(target_os = "linux", target_os = "android"), not(miri))))]
+    let extra = 0;
+    // SAFETY: an anonymous private mapping at an address of the kernel's choosing touches no
+    // existing memory; the result is checked against MAP_FAILED.
+    let p = unsafe {
+        libc::mmap(
+            ptr::null_mut(),
+            size,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANON | extra,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        ptr::null_mut()
+    } else {
+        p.cast()
+    }
+}
+
 /// Over-maps by `align` and unmaps the unaligned head and tail.
 pub fn map_aligned(size: usize, align: usize) -> *mut u8 {
     let Some(total) = size.checked_add(align) else {

@@ -237,6 +237,11 @@ pub fn map_aligned(size: usize, align: usize) -> *mut u8 {
     map_with(size, align)
 }
 
+/// Every byte of linear memory can be read and written: nothing faults.
+pub fn reserve_inaccessible(_size: usize) -> *mut u8 {
+    ptr::null_mut()
+}
+
 /// Linear memory has no lazily backed pages: a sparse mapping is a plain one.
 pub fn map_sparse(size: usize) -> *mut u8 {
     map(size)

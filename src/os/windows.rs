@@ -84,6 +84,11 @@ fn valloc(at: *mut u8, size: usize, kind: u32, prot: u32) -> *mut u8 {
     unsafe { VirtualAlloc(at.cast_const().cast(), size, kind, prot).cast() }
 }
 
+/// Reserved address space (`PAGE_NOACCESS`, never committed): any access faults.
+pub fn reserve_inaccessible(size: usize) -> *mut u8 {
+    valloc(ptr::null_mut(), size, MEM_RESERVE, PAGE_NOACCESS)
+}
+
 pub fn map(size: usize) -> *mut u8 {
     valloc(
         ptr::null_mut(),

@@ -165,6 +165,23 @@ static void zero_size_write(void) {
   free((void *)p);
 }
 
+// Not a misuse: what C allows of zero-size blocks (distinct, freeable, reallocable, usable size
+// 0); must survive under every allocator.
+static void zero_size_legal(void) {
+  setup();
+  char *a = malloc(0), *b = malloc(0), *c = calloc(0, 8);
+  if (a == b || (a && a == c) || (b && b == c)) {
+    printf("zero-size blocks not distinct\n");
+    exit(3);
+  }
+  a = realloc(a, 100);
+  if (!a) exit(3);
+  memset(a, 'r', 100);
+  free(a);
+  free(b);
+  free(c);
+}
+
 struct kind {
   const char *name;
   misuse_fn run;
@@ -190,6 +207,7 @@ static const struct kind KINDS[] = {
     {"underflow_1m", underflow_1m, 1},
     {"zero_size_read", zero_size_read, 0},
     {"zero_size_write", zero_size_write, 0},
+    {"zero_size_legal", zero_size_legal, 0},
 };
 
 static const struct {
