@@ -211,10 +211,34 @@ pub fn set_large_blocks(l: LargeBlocks) {
     LARGE_BLOCKS.set(l as usize);
 }
 
-/// Where `PoolAlloc`'s large blocks come from now (see [`set_large_blocks`]).
+/// Where `PoolAlloc`'s large blocks come from now (see [`set_large_blocks`]): always
+/// [`Spans`](LargeBlocks::Spans) once the C library serves the process's `malloc` (see
+/// [`malloc_is_ours`]), whatever was set.
 pub fn large_blocks() -> LargeBlocks {
     load();
+    if malloc_is_ours() {
+        return LargeBlocks::Spans;
+    }
     large_blocks_raw()
+}
+
+/// Set once the size-less interface (`raw`) serves this process's `malloc` (the C library, preloaded
+/// or linked into the executable): `std::alloc::System` is poolalloc itself then.
+static MALLOC_IS_OURS: AtomicBool = AtomicBool::new(false);
+
+/// Says that this process's `malloc` is poolalloc's (the C library calls it from its constructor):
+/// from then on `PoolAlloc` takes its large blocks from spans directly, whatever
+/// [`set_large_blocks`] or the environment said, instead of through `System` (which would reach
+/// our `malloc` and count each block twice), and `trim` leaves out the system allocator's trim
+/// (`malloc_trim` would be ours). Never undone.
+pub(crate) fn set_malloc_is_ours() {
+    MALLOC_IS_OURS.store(true, Relaxed);
+}
+
+/// Whether this process's `malloc` is poolalloc's (see [`set_malloc_is_ours`]).
+#[inline]
+pub(crate) fn malloc_is_ours() -> bool {
+    MALLOC_IS_OURS.load(Relaxed)
 }
 
 /// Sets when new chunk regions ask for transparent huge pages (default [`HugePages`]'s, or
