@@ -38,7 +38,7 @@ fn main() {
 
 #[cfg(target_os = "linux")]
 mod linux {
-    use core::ffi::{CStr, c_void};
+    use core::ffi::CStr;
     use poolalloc::{raw, stats};
     use poolalloc_c_linked::*;
 
@@ -58,7 +58,7 @@ mod linux {
             let mut info: libc::Dl_info = core::mem::zeroed();
             let mut mine: libc::Dl_info = core::mem::zeroed();
             assert!(libc::dladdr(f, &mut info) != 0);
-            assert!(libc::dladdr(symbols as *const c_void, &mut mine) != 0);
+            assert!(libc::dladdr(symbols as *const core::ffi::c_void, &mut mine) != 0);
             info.dli_fbase == mine.dli_fbase
         }
     }
@@ -87,7 +87,10 @@ mod linux {
                 names.extend([c"_ZnwmSt11align_val_t", c"_ZdlPvSt11align_val_t"]);
             }
             for name in names {
-                assert!(defined_here(name), "{name:?} resolves outside the executable");
+                assert!(
+                    defined_here(name),
+                    "{name:?} resolves outside the executable"
+                );
             }
             println!("symbols: malloc & co resolve to the executable for the whole process");
         }
@@ -103,15 +106,22 @@ mod linux {
     /// Rust's blocks: one set of pools with C's, and a large one counted once.
     pub fn rust_blocks() {
         let b = Box::new([7u8; 40]);
-        assert!(raw::owns(b.as_ptr().cast_mut()), "a Rust slot is in our chunks");
+        assert!(
+            raw::owns(b.as_ptr().cast_mut()),
+            "a Rust slot is in our chunks"
+        );
         // SAFETY: reads the block's usable size by address (a live block of ours).
-        assert_eq!(unsafe { raw::usable_size(b.as_ptr().cast_mut()) }, Some(40));
+        let usable = unsafe { raw::usable_size(b.as_ptr().cast_mut()) };
+        assert!(usable.is_some_and(|u| (40..=48).contains(&u)), "{usable:?}");
         drop(b);
 
         let s0 = stats();
         let v: Vec<u8> = Vec::with_capacity(1 << 20);
         let s1 = stats();
-        assert!(raw::owns(v.as_ptr().cast_mut()), "a Rust large block is a span of ours");
+        assert!(
+            raw::owns(v.as_ptr().cast_mut()),
+            "a Rust large block is a span of ours"
+        );
         assert_eq!(s1.large_blocks - s0.large_blocks, 1, "counted once");
         assert_eq!(s1.large_bytes - s0.large_bytes, 1 << 20);
         assert_eq!(poolalloc::large_blocks(), poolalloc::LargeBlocks::Spans);
@@ -137,13 +147,20 @@ mod linux {
         assert_eq!(slots(&s1) - slots(&s0), N - large, "C's small blocks");
         assert_eq!(s1.live_bytes - s0.live_bytes, small, "their usable bytes");
         assert_eq!(s1.large_blocks - s0.large_blocks, large, "C's large blocks");
-        assert_eq!(s1.large_bytes - s0.large_bytes, large_bytes, "their usable bytes");
+        assert_eq!(
+            s1.large_bytes - s0.large_bytes,
+            large_bytes,
+            "their usable bytes"
+        );
         // SAFETY: frees what c_alloc_many handed out.
         assert_eq!(unsafe { c_free_all() }, 1, "a C block changed while live");
         let s2 = stats();
         assert_eq!(slots(&s2), slots(&s0));
         assert_eq!(s2.live_bytes, s0.live_bytes);
-        assert_eq!((s2.large_blocks, s2.large_bytes), (s0.large_blocks, s0.large_bytes));
+        assert_eq!(
+            (s2.large_blocks, s2.large_bytes),
+            (s0.large_blocks, s0.large_bytes)
+        );
         println!(
             "c: {N} blocks ({} small, {large} large; {:.1} MiB requested, {:.1} MiB usable) in stats(), exactly, and gone after C's free",
             N - large,
@@ -161,15 +178,16 @@ mod linux {
         unsafe {
             let p = c_malloc(1000);
             assert!(raw::owns(p.cast()));
-            assert_eq!(raw::usable_size(p.cast()), Some(libc::malloc_usable_size(p)));
+            assert_eq!(
+                raw::usable_size(p.cast()),
+                Some(libc::malloc_usable_size(p))
+            );
             assert!(libc::malloc_usable_size(p) >= 1000);
             libc::free(p);
             let q = libc::malloc(5000);
             c_free(q);
         }
-        println!(
-            "api: malloc_usable_size, realloc, calloc, posix_memalign, aligned_alloc from C"
-        );
+        println!("api: malloc_usable_size, realloc, calloc, posix_memalign, aligned_alloc from C");
     }
 
     /// Blocks libc allocates for the program (`strdup`) are ours, and our `free` takes them.
@@ -204,10 +222,11 @@ mod linux {
                 assert!(!f.is_null(), "{n:?}");
                 f
             };
-            let alloc: extern "C" fn(usize) -> *mut c_void =
+            let alloc: extern "C" fn(usize) -> *mut core::ffi::c_void =
                 core::mem::transmute(sym(c"plugin_alloc"));
-            let free: extern "C" fn(*mut c_void) = core::mem::transmute(sym(c"plugin_free"));
-            let address: extern "C" fn() -> *mut c_void =
+            let free: extern "C" fn(*mut core::ffi::c_void) =
+                core::mem::transmute(sym(c"plugin_free"));
+            let address: extern "C" fn() -> *mut core::ffi::c_void =
                 core::mem::transmute(sym(c"plugin_malloc_address"));
             assert_eq!(
                 address() as usize,
