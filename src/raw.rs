@@ -305,7 +305,7 @@ fn copy_foreign(src: *mut u8, dst: *mut u8, len: usize) {
 /// The caller is this process's `malloc` (the C library, preloaded or linked into the executable):
 /// from now on `PoolAlloc`'s large blocks are spans taken directly (`std::alloc::System`, which
 /// calls `malloc`, would come back here and count each block twice), whatever
-/// [`set_large_blocks`](crate::settings::set_large_blocks) says, and [`trim`](crate::trim) no
+/// [`set_large_blocks`](crate::set_large_blocks) says, and [`trim`](crate::trim) no
 /// longer calls `malloc_trim` (ours: the same work again).
 pub fn start() {
     settings::set_malloc_is_ours();

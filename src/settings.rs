@@ -82,7 +82,8 @@ static LARGE_BLOCKS: Setting = Setting::new(LargeBlocks::DEFAULT as usize);
 /// and drop buffers of 128 KiB to a few MiB, but threads' arenas then keep up to 8 MiB each past
 /// the purger's trim (27 MiB of 248 a second after `tests/stats.rs` freed everything).
 /// `benches/results/large-blocks-rust.md` has the figures behind it. (Where `PoolAlloc` is the system allocator itself, on targets
-/// without the pools, the setting changes nothing.)
+/// without the pools, the setting changes nothing; where the C library `poolalloc-c` is the
+/// process's `malloc`, large blocks are spans whatever it says.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LargeBlocks {
     /// The system allocator (`std::alloc::System`) with its own policy: glibc maps and unmaps
@@ -212,8 +213,8 @@ pub fn set_large_blocks(l: LargeBlocks) {
 }
 
 /// Where `PoolAlloc`'s large blocks come from now (see [`set_large_blocks`]): always
-/// [`Spans`](LargeBlocks::Spans) once the C library serves the process's `malloc` (see
-/// [`malloc_is_ours`]), whatever was set.
+/// [`Spans`](LargeBlocks::Spans) once the C library (`poolalloc-c`, preloaded or linked into the
+/// executable) serves the process's `malloc`, whatever was set.
 pub fn large_blocks() -> LargeBlocks {
     load();
     if malloc_is_ours() {

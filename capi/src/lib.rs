@@ -62,7 +62,7 @@ mod malloc;
 /// one set of pools (this package depends on `poolalloc`, so the binary has one copy of it), and
 /// Rust keeps its sized frees. (Without it, Rust's `System` allocator calls `malloc`, which is
 /// ours too, only slower.) Once this library serves `malloc`, `PoolAlloc`'s large blocks are spans
-/// of poolalloc's own whatever [`LargeBlocks`](poolalloc::settings::LargeBlocks) says: `System`
+/// of poolalloc's own whatever [`LargeBlocks`](poolalloc::LargeBlocks) says: `System`
 /// would only come back here.
 ///
 /// Linux only; elsewhere nothing is exported and this does nothing.
