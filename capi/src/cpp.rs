@@ -271,9 +271,6 @@ deletes! {
 /// Refers to every operator of this file, so that the linker keeps them all in an executable that
 /// links this library as an rlib (see [`crate::link`]).
 pub(crate) fn keep() {
-    macro_rules! keep {
-        ($($f:path),* $(,)?) => {$( core::hint::black_box($f as *const ()); )*};
-    }
     keep!(
         _Znwm,
         _Znam,

@@ -29,6 +29,13 @@
 //! is empty and [`link`] does nothing, so that `cargo build --workspace --target <other>` and
 //! `cargo test --workspace --target <other>` pass.
 
+/// Refers to each function named (its address, through `black_box`), so that the linker keeps
+/// the object file that defines it (see [`link`]).
+#[cfg(target_os = "linux")]
+macro_rules! keep {
+    ($($f:path),* $(,)?) => {$( core::hint::black_box($f as *const ()); )*};
+}
+
 #[cfg(target_os = "linux")]
 mod cpp;
 #[cfg(target_os = "linux")]

@@ -251,9 +251,6 @@ pub unsafe extern "C" fn malloc_trim(_pad: usize) -> i32 {
 /// Refers to every function of this file and to the constructor, so that the linker keeps them
 /// all in an executable that links this library as an rlib (see [`crate::link`]).
 pub(crate) fn keep() {
-    macro_rules! keep {
-        ($($f:path),* $(,)?) => {$( core::hint::black_box($f as *const ()); )*};
-    }
     keep!(
         malloc,
         free,
