@@ -190,7 +190,8 @@ mod linux {
         println!("api: malloc_usable_size, realloc, calloc, posix_memalign, aligned_alloc from C");
     }
 
-    /// Blocks libc allocates for the program (`strdup`) are ours, and our `free` takes them.
+    /// Blocks libc allocates for the program (`strdup`) are ours, and our `free` takes them; libc's
+    /// own blocks (`fopen`'s) come from us and go back to us.
     pub fn libc_blocks() {
         let s0 = stats();
         // SAFETY: strdup of a C string, freed with free.
@@ -206,7 +207,22 @@ mod linux {
             libc::free(q.cast());
         }
         assert_eq!(slots(&stats()), slots(&s0));
-        println!("libc: strdup's blocks are ours and free takes them");
+        // libc allocating and freeing for itself: fopen's FILE, fclose's free.
+        // SAFETY: fopen of a file that exists, read, closed.
+        unsafe {
+            let f = libc::fopen(c"/proc/self/statm".as_ptr(), c"r".as_ptr());
+            assert!(!f.is_null());
+            assert!(libc::fgetc(f) >= 0);
+            assert!(
+                slots(&stats()) > slots(&s0),
+                "fopen's FILE is in our chunks"
+            );
+            libc::fclose(f);
+        }
+        assert_eq!(slots(&stats()), slots(&s0), "fclose freed it to us");
+        println!(
+            "libc: strdup's blocks are ours and free takes them; fopen/fclose allocate from us"
+        );
     }
 
     /// A library loaded after start binds to the executable's malloc.
