@@ -143,6 +143,10 @@ mod linux {
         let ok = unsafe { c_alloc_many(N, &mut req, &mut small, &mut large_bytes, &mut large) };
         let s1 = stats();
         assert_eq!(ok, 1, "C's malloc failed");
+        assert!(
+            !s1.requested_known,
+            "C's frees carry no size: requested bytes are not known"
+        );
         assert_eq!(large, N / 1000);
         assert_eq!(slots(&s1) - slots(&s0), N - large, "C's small blocks");
         assert_eq!(s1.live_bytes - s0.live_bytes, small, "their usable bytes");
