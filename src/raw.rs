@@ -15,7 +15,7 @@
 
 use crate::addr_map::{self, Kind};
 use crate::size_class::{self, class_of};
-use crate::{chunk, hardened, heap, os, source, span, stats};
+use crate::{chunk, hardened, heap, os, settings, source, span, stats};
 use core::alloc::Layout;
 use core::ptr;
 
@@ -323,7 +323,14 @@ fn copy_foreign(src: *mut u8, dst: *mut u8, len: usize) {
 /// Reads the settings from the environment and, with `POOLALLOC_SHOW_STATS`, arranges for the
 /// statistics to be printed at exit. A shared library calls this from its own constructor: a
 /// constructor inside this crate may not be linked into it. Idempotent; allocates nothing.
+///
+/// The caller is this process's `malloc` (the C library, preloaded or linked into the executable):
+/// from now on `PoolAlloc`'s large blocks are spans taken directly (`std::alloc::System`, which
+/// calls `malloc`, would come back here and count each block twice), whatever
+/// [`set_large_blocks`](crate::set_large_blocks) says, and [`trim`](crate::trim) no
+/// longer calls `malloc_trim` (ours: the same work again).
 pub fn start() {
+    settings::set_malloc_is_ours();
     stats::at_start();
 }
 

@@ -82,7 +82,8 @@ static LARGE_BLOCKS: Setting = Setting::new(LargeBlocks::DEFAULT as usize);
 /// and drop buffers of 128 KiB to a few MiB, but threads' arenas then keep up to 8 MiB each past
 /// the purger's trim (27 MiB of 248 a second after `tests/stats.rs` freed everything).
 /// `benches/results/large-blocks-rust.md` has the figures behind it. (Where `PoolAlloc` is the system allocator itself, on targets
-/// without the pools, the setting changes nothing.)
+/// without the pools, the setting changes nothing; where the C library `poolalloc-c` is the
+/// process's `malloc`, large blocks are spans whatever it says.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LargeBlocks {
     /// The system allocator (`std::alloc::System`) with its own policy: glibc maps and unmaps
@@ -211,10 +212,34 @@ pub fn set_large_blocks(l: LargeBlocks) {
     LARGE_BLOCKS.set(l as usize);
 }
 
-/// Where `PoolAlloc`'s large blocks come from now (see [`set_large_blocks`]).
+/// Where `PoolAlloc`'s large blocks come from now (see [`set_large_blocks`]): always
+/// [`Spans`](LargeBlocks::Spans) once the C library (`poolalloc-c`, preloaded or linked into the
+/// executable) serves the process's `malloc`, whatever was set.
 pub fn large_blocks() -> LargeBlocks {
     load();
+    if malloc_is_ours() {
+        return LargeBlocks::Spans;
+    }
     large_blocks_raw()
+}
+
+/// Set once the size-less interface (`raw`) serves this process's `malloc` (the C library, preloaded
+/// or linked into the executable): `std::alloc::System` is poolalloc itself then.
+static MALLOC_IS_OURS: AtomicBool = AtomicBool::new(false);
+
+/// Says that this process's `malloc` is poolalloc's (the C library calls it from its constructor):
+/// from then on `PoolAlloc` takes its large blocks from spans directly, whatever
+/// [`set_large_blocks`] or the environment said, instead of through `System` (which would reach
+/// our `malloc` and count each block twice), and `trim` leaves out the system allocator's trim
+/// (`malloc_trim` would be ours). Never undone.
+pub(crate) fn set_malloc_is_ours() {
+    MALLOC_IS_OURS.store(true, Relaxed);
+}
+
+/// Whether this process's `malloc` is poolalloc's (see [`set_malloc_is_ours`]).
+#[inline]
+pub(crate) fn malloc_is_ours() -> bool {
+    MALLOC_IS_OURS.load(Relaxed)
 }
 
 /// Sets when new chunk regions ask for transparent huge pages (default [`HugePages`]'s, or

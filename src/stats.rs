@@ -278,7 +278,10 @@ fn exit_report() {
 pub fn trim() -> bool {
     rss_shrank(|| {
         trim_pools();
-        os::trim_system_allocator();
+        // Where our C library is the process's malloc, malloc_trim would be trim_pools again.
+        if !settings::malloc_is_ours() {
+            os::trim_system_allocator();
+        }
     })
 }
 
