@@ -267,12 +267,11 @@ mod imp {
         ))
     }
 
-    /// A slot of class `class` is being freed: it must be a live block of that class. Marks it free.
+    /// A small block is being freed (the caller saw a small layout): it must be a live block of
+    /// the layout's class. Marks it free.
     #[inline]
     pub fn on_free(p: *mut u8, layout: core::alloc::Layout) {
-        if !size_class::is_small(layout.size(), layout.align()) {
-            return;
-        }
+        debug_assert!(size_class::is_small(layout.size(), layout.align()));
         let class = slot_of(p, layout.size(), layout.align(), "free");
         let size = slot_size(class);
         if size < 16 {
