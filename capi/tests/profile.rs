@@ -22,8 +22,15 @@ fn workspace() -> PathBuf {
         .to_path_buf()
 }
 
-/// The profiling library and the test program, built once under `target/capi-test-prof`.
+/// The profiling library and the test program, built once under `target/capi-test-prof` (once for
+/// all the tests of this file: two builds at once would rewrite the program while the other test
+/// runs it, ETXTBSY).
 fn build() -> (PathBuf, PathBuf) {
+    static BUILT: std::sync::OnceLock<(PathBuf, PathBuf)> = std::sync::OnceLock::new();
+    BUILT.get_or_init(build_once).clone()
+}
+
+fn build_once() -> (PathBuf, PathBuf) {
     let root = workspace().join("target").join("capi-test-prof");
     fs::create_dir_all(&root).unwrap();
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
