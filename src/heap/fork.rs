@@ -1,4 +1,5 @@
-//! `fork` (see `src/fork.rs`, which takes every lock in the lock order; the heap's come first).
+//! The heap's locks around `fork` (`src/fork.rs` takes every lock in the lock order; the heap's
+//! come first).
 
 use super::alloc::SHARED;
 use super::registry::REGISTRY;

@@ -175,7 +175,7 @@ static BATCH_LIMIT: [u32; NUM_CLASSES] = {
 /// thread has no heap: then it goes to the chunk at once.
 #[cold]
 #[inline(never)]
-// Arguments in the order the fast path holds them, as `alloc_slow`'s.
+// Arguments in the order the fast path holds them, as `alloc_slow`'s (alloc.rs).
 unsafe fn free_remote(p: *mut u8, size: usize, h: *mut Heap, owner: *mut u8) {
     let ch = chunk::of(p);
     let h = if h == empty() { init_heap() } else { h };

@@ -1,6 +1,7 @@
-//! A heap's end: thread exit (every chunk given back or abandoned, the heap retired to the
-//! registry's free list); the heaps a `Heap` (`own_heap.rs`) owns, which no thread names; and
-//! this thread's trim.
+//! Thread exit (every chunk given back or abandoned, the heap retired to the registry's free
+//! list), the heaps a `Heap` (`own_heap.rs`) owns, which no thread names, and this thread's trim.
+//! A thread's heap starts in `mod.rs` (`init_heap`), which the slow paths of both `alloc.rs` and
+//! `free.rs` call.
 
 use super::alloc::{alloc_from, collect, unfull_hinted};
 use super::free::{flush_all, free_slow, retire};
