@@ -24,7 +24,7 @@ pub(crate) unsafe fn dealloc(p: *mut u8, size: usize) {
     unsafe { dealloc_with::<true>(p, size) }
 }
 
-/// Frees slot `p` from [`alloc_unsized`].
+/// Frees slot `p` from [`alloc_unsized`](super::alloc_unsized).
 ///
 /// # Safety
 /// As [`dealloc`].
