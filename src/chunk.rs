@@ -33,7 +33,7 @@
 //! and push onto `remote`. A chunk with no owner (abandoned, or held by the chunk source) is
 //! touched only under the lock of the list that holds it.
 //!
-//! The low bit of `remote` is [`FULL`]: the owner set it when it moved the chunk to its heap's
+//! The low bit of `remote` is [`FULL`](remote_list::FULL): the owner set it when it moved the chunk to its heap's
 //! list of full chunks (only while `remote` was empty). The remote free that clears it tells the
 //! owner's heap, so the chunk becomes findable again.
 //!
@@ -62,9 +62,6 @@ pub const HEADER_SIZE: usize = 192;
 /// Bytes of never-used slots carved onto the free list at a time (at least one slot).
 const EXTEND_BYTES: usize = 4096;
 
-/// The flag bit of [`Chunk::remote`]: the chunk is on its owner's full list and the owner has not
-/// been told of a remote free since (`remote_list`, where the word's protocol lives).
-pub const FULL: usize = remote_list::FULL;
 
 /// A free slot: its first word links to the next free slot (encoded with `hardened`).
 #[repr(C)]
@@ -148,7 +145,7 @@ pub struct Chunk {
     pub in_full: bool,
     _pad1: [u8; PAD1],
 
-    /// Frees by other threads (a list of slots, linked like `free`), with the [`FULL`] bit.
+    /// Frees by other threads (a list of slots, linked like `free`), with the [`FULL`](remote_list::FULL) bit.
     pub remote: AtomicUsize,
     /// Requested bytes freed (or resized away) by other threads (wrapping), added before the slot
     /// is pushed onto `remote` (while it is still live, so the chunk cannot change hands).
@@ -321,7 +318,7 @@ pub unsafe fn extend(c: *mut Chunk) -> u32 {
     }
 }
 
-/// Takes the remote-free list (clearing [`FULL`]) and puts its slots on `free`. Returns how many.
+/// Takes the remote-free list (clearing [`FULL`](remote_list::FULL)) and puts its slots on `free`. Returns how many.
 ///
 /// # Safety
 /// `c` must be a live header the caller owns.
@@ -369,7 +366,7 @@ pub unsafe fn take_local(c: *mut Chunk) -> bool {
 
 /// Pushes the slots `head` … `tail` (linked by [`FreeSlot::set_next`], `tail`'s link to be
 /// written here) onto the remote-free list of their chunk `c`, with one CAS: frees by a thread
-/// that does not own `c` (one slot: `head == tail`). Returns true when this push cleared [`FULL`]:
+/// that does not own `c` (one slot: `head == tail`). Returns true when this push cleared [`FULL`](remote_list::FULL):
 /// the caller must tell the owner.
 ///
 /// # Safety

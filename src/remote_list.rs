@@ -53,6 +53,20 @@ pub fn try_mark_full(list: &AtomicUsize) -> bool {
         .is_ok()
 }
 
+/// Whether the list is still marked [`FULL`] (no push has cleared the mark). For the owner, as a
+/// hint: a push may clear it the next moment.
+#[inline]
+pub fn is_full(list: &AtomicUsize) -> bool {
+    list.load(Ordering::Relaxed) & FULL != 0
+}
+
+/// Clears the [`FULL`] mark, if a push has not already: the owner takes the chunk off its full list
+/// itself (one of its own frees). Slots on the list stay.
+#[inline]
+pub fn clear_full(list: &AtomicUsize) {
+    list.fetch_and(!FULL, Ordering::Relaxed);
+}
+
 /// The first slot waiting, without taking it (0: none); for checks.
 #[cfg_attr(not(test), allow(dead_code))]
 #[inline]

@@ -8,7 +8,7 @@ use super::{Bin, Heap, bin, count_supply, current, empty, exited, init_heap, mak
 use super::{owner_add, owner_add32, push_avail, this_heap};
 use crate::chunk::{self, Chunk, FreeSlot, push, unlink};
 use crate::lock::Lock;
-use crate::source;
+use crate::{remote_list, source};
 use core::ptr;
 use core::sync::atomic::Ordering::Relaxed;
 
@@ -212,7 +212,7 @@ pub(super) unsafe fn unfull_hinted(h: *mut Heap, c: usize) {
         let mut ch = (*b).full;
         while !ch.is_null() {
             let next = (*ch).next;
-            if (*ch).remote.load(Relaxed) & chunk::FULL == 0 {
+            if !remote_list::is_full(&(*ch).remote) {
                 let l = (*h).lists.lock();
                 unlink(&raw mut (*b).full, ch);
                 (*ch).in_full = false;

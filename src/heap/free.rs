@@ -7,7 +7,7 @@ use super::{Heap, bin, count_supply, current, empty, exited, init_heap, make_cur
 use super::{owner_add, owner_add32, push_avail, this_heap};
 use crate::chunk::{self, Chunk, FreeSlot, unlink};
 use crate::size_class::NUM_CLASSES;
-use crate::source;
+use crate::{remote_list, source};
 use core::ptr;
 use core::sync::atomic::Ordering::Relaxed;
 
@@ -81,7 +81,7 @@ pub(super) unsafe fn free_slow(p: *mut u8, h: *mut Heap) {
             unlink(&raw mut (*b).full, ch);
             (*ch).in_full = false;
             // A remote free may have cleared FULL already (and hinted us): either way it is gone.
-            (*ch).remote.fetch_and(!chunk::FULL, Relaxed);
+            remote_list::clear_full(&(*ch).remote);
             if *current(h, c) == chunk::dummy() {
                 make_current(h, c, ch);
             } else {
