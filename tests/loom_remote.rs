@@ -162,3 +162,21 @@ fn of_two_pushes_onto_a_full_chunk_exactly_one_tells() {
         assert_eq!(got, vec![0, 1]);
     });
 }
+
+#[test]
+fn the_owner_clearing_full_itself_loses_no_push() {
+    model(|| {
+        let c = Chunk::new(1);
+        assert!(remote_list::try_mark_full(&c.list));
+        let c1 = c.clone();
+        let pusher = loom::thread::spawn(move || c1.push(&[0]));
+        // The owner frees one of its own slots of the full chunk: it takes the chunk off its full
+        // list and clears the mark itself (heap/free.rs).
+        remote_list::clear_full(&c.list);
+        let told = pusher.join().unwrap();
+        assert!(!remote_list::is_full(&c.list));
+        // Told only if the push came before the owner's clear; the slot waits either way.
+        let _ = told;
+        assert_eq!(c.take(), vec![0]);
+    });
+}
