@@ -60,6 +60,7 @@ pub(crate) use stats::{class_totals, count_large, large_totals};
 #[cfg(feature = "hardened")]
 pub(crate) use thread::owned_by;
 pub(crate) use thread::{owned_alloc, owned_destroy, owned_free, owned_new, trim_current_thread};
+pub(crate) use thread::{owned_enter, owned_is_current, owned_leave, owned_release, owned_requested};
 
 use crate::chunk::{self, Chunk, FreeSlot, push};
 use crate::class_set::ClassSet;

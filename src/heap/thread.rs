@@ -171,6 +171,76 @@ pub(crate) unsafe fn owned_destroy(h: *mut Heap) {
     }
 }
 
+/// Routes the calling thread's allocations to `h` (`Heap::enter`): the thread's slot names `h`
+/// until [`owned_leave`], so `PoolAlloc`'s fast paths allocate from `h`'s chunks and free into
+/// them as its owner. Returns what the slot named before, for [`owned_leave`].
+///
+/// # Safety
+/// The caller owns `h` (holds its `Heap`'s lock) until the matching [`owned_leave`], on this
+/// thread.
+pub(crate) unsafe fn owned_enter(h: *mut Heap) -> *mut Heap {
+    let prev = this_heap();
+    slot::set(h);
+    prev
+}
+
+/// Ends [`owned_enter`]: sends the remote frees batched in `h` meanwhile and gives the slot back
+/// to `prev`.
+///
+/// # Safety
+/// As for [`owned_enter`], whose result `prev` is.
+pub(crate) unsafe fn owned_leave(h: *mut Heap, prev: *mut Heap) {
+    // SAFETY: the caller still owns h.
+    unsafe { flush_all(h) };
+    slot::set(prev);
+}
+
+/// Whether the calling thread's allocations go to `h` now (inside its `Heap::enter`).
+pub(crate) fn owned_is_current(h: *mut Heap) -> bool {
+    !h.is_null() && this_heap() == h
+}
+
+/// Retires `h` as a thread's heap retires at exit: empty chunks go back, chunks with live slots are
+/// abandoned (any thread frees their blocks, and heaps adopt them). For a `Heap` that was entered:
+/// blocks of its scopes may live on anywhere.
+///
+/// # Safety
+/// The caller owns `h`, which came from [`owned_new`], and nobody uses it afterwards.
+pub(crate) unsafe fn owned_release(h: *mut Heap) {
+    // SAFETY: forwarded.
+    unsafe {
+        flush_all(h);
+        abandon_all(h);
+    }
+}
+
+/// The live requested bytes of the slots in `h`'s chunks, however they were allocated (remote
+/// frees counted as they happen); exact at quiet points.
+///
+/// # Safety
+/// The caller owns `h`.
+pub(crate) unsafe fn owned_requested(h: *mut Heap) -> usize {
+    let mut sum = 0usize;
+    // SAFETY: the caller owns h and its lists; the chunks on them are live.
+    unsafe {
+        for c in 0..NUM_CLASSES {
+            let b = bin(h, c);
+            for first in [*current(h, c), (*b).avail, (*b).full] {
+                let mut ch = first;
+                while !ch.is_null() && ch != chunk::dummy() {
+                    sum = sum.wrapping_add(chunk::requested(ch) as usize);
+                    ch = if first == *current(h, c) {
+                        ptr::null_mut()
+                    } else {
+                        (*ch).next
+                    };
+                }
+            }
+        }
+    }
+    sum
+}
+
 // ---------------------------------------------------------------------------------------------------
 // This thread's trim.
 
