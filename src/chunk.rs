@@ -33,7 +33,7 @@
 //! and push onto `remote`. A chunk with no owner (abandoned, or held by the chunk source) is
 //! touched only under the lock of the list that holds it.
 //!
-//! The low bit of `remote` is [`FULL`]: the owner set it when it moved the chunk to its heap's
+//! The low bit of `remote` is [`FULL`](remote_list::FULL): the owner set it when it moved the chunk to its heap's
 //! list of full chunks (only while `remote` was empty). The remote free that clears it tells the
 //! owner's heap, so the chunk becomes findable again.
 //!
@@ -48,6 +48,7 @@
 //! would give the 32 KiB class one slot per chunk (50% waste) or need a second chunk size.
 
 use crate::link;
+use crate::remote_list;
 use crate::size_class;
 use core::ptr;
 use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
@@ -61,9 +62,6 @@ pub const HEADER_SIZE: usize = 192;
 /// Bytes of never-used slots carved onto the free list at a time (at least one slot).
 const EXTEND_BYTES: usize = 4096;
 
-/// The flag bit of [`Chunk::remote`]: the chunk is on its owner's full list and the owner has not
-/// been told of a remote free since.
-pub const FULL: usize = 1;
 
 /// A free slot: its first word links to the next free slot (encoded with `hardened`).
 #[repr(C)]
@@ -147,7 +145,7 @@ pub struct Chunk {
     pub in_full: bool,
     _pad1: [u8; PAD1],
 
-    /// Frees by other threads (a list of slots, linked like `free`), with the [`FULL`] bit.
+    /// Frees by other threads (a list of slots, linked like `free`), with the [`FULL`](remote_list::FULL) bit.
     pub remote: AtomicUsize,
     /// Requested bytes freed (or resized away) by other threads (wrapping), added before the slot
     /// is pushed onto `remote` (while it is still live, so the chunk cannot change hands).
@@ -320,18 +318,14 @@ pub unsafe fn extend(c: *mut Chunk) -> u32 {
     }
 }
 
-/// Takes the remote-free list (clearing [`FULL`]) and puts its slots on `free`. Returns how many.
+/// Takes the remote-free list (clearing [`FULL`](remote_list::FULL)) and puts its slots on `free`. Returns how many.
 ///
 /// # Safety
 /// `c` must be a live header the caller owns.
 pub unsafe fn collect_remote(c: *mut Chunk) -> u32 {
     // SAFETY: the caller owns the header; `remote` is only ever swapped whole by the owner.
     unsafe {
-        if (*c).remote.load(Ordering::Relaxed) == 0 {
-            return 0;
-        }
-        // Acquire: the links the freers wrote before their release CAS are visible.
-        let head = ((*c).remote.swap(0, Ordering::Acquire) & !FULL) as *mut FreeSlot;
+        let head = remote_list::take(&(*c).remote) as *mut FreeSlot;
         if head.is_null() {
             return 0;
         }
@@ -372,7 +366,7 @@ pub unsafe fn take_local(c: *mut Chunk) -> bool {
 
 /// Pushes the slots `head` … `tail` (linked by [`FreeSlot::set_next`], `tail`'s link to be
 /// written here) onto the remote-free list of their chunk `c`, with one CAS: frees by a thread
-/// that does not own `c` (one slot: `head == tail`). Returns true when this push cleared [`FULL`]:
+/// that does not own `c` (one slot: `head == tail`). Returns true when this push cleared [`FULL`](remote_list::FULL):
 /// the caller must tell the owner.
 ///
 /// # Safety
@@ -382,21 +376,9 @@ pub unsafe fn push_remote(c: *mut Chunk, head: *mut FreeSlot, tail: *mut FreeSlo
     // SAFETY: c is a live header (its slots are handed out); `remote` is an atomic any thread may
     // push onto; the slots are ours to write until the CAS publishes them.
     unsafe {
-        let remote = &(*c).remote;
-        let mut old = remote.load(Ordering::Relaxed);
-        loop {
-            FreeSlot::set_next(tail, (old & !FULL) as *mut FreeSlot);
-            // Release: the links written before are visible to the owner's acquire swap.
-            match remote.compare_exchange_weak(
-                old,
-                head as usize,
-                Ordering::Release,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return old & FULL != 0,
-                Err(now) => old = now,
-            }
-        }
+        remote_list::push(&(*c).remote, head as usize, |old| {
+            FreeSlot::set_next(tail, old as *mut FreeSlot)
+        })
     }
 }
 
@@ -407,11 +389,7 @@ pub unsafe fn push_remote(c: *mut Chunk, head: *mut FreeSlot, tail: *mut FreeSlo
 /// `c` must be a live header the caller owns.
 pub unsafe fn try_mark_full(c: *mut Chunk) -> bool {
     // SAFETY: the caller owns the header.
-    unsafe {
-        (*c).remote
-            .compare_exchange(0, FULL, Ordering::AcqRel, Ordering::Relaxed)
-            .is_ok()
-    }
+    unsafe { remote_list::try_mark_full(&(*c).remote) }
 }
 
 /// True when the chunk has no slot to hand out without collecting: `free` empty and nothing left
@@ -492,7 +470,7 @@ pub unsafe fn check(c: *mut Chunk) {
         let carved = ((*c).bump as usize - base(c) as usize) / size;
         assert!((*c).bump <= (*c).end);
         assert_eq!((*c).capacity as usize, capacity_of((*c).class as usize));
-        let remote = ((*c).remote.load(Ordering::Acquire) & !FULL) as *mut FreeSlot;
+        let remote = remote_list::peek(&(*c).remote) as *mut FreeSlot;
         assert_eq!(
             list_len((*c).free) + list_len((*c).local_free) + used(c) as usize,
             carved,

@@ -7,7 +7,7 @@
 //! | free of an interior, unaligned, wild, foreign or never-allocated pointer | the address map of our chunks (`addr_map`); the slot grid of the chunk (a multiply, not a division); the chunk's carved watermark; the live-large-block table |
 //! | size-mismatched dealloc | the layout's class against the chunk header's class (a smaller class is accepted where `realloc` may have shrunk the block in place: at least half the slot, `size_class::stays`) |
 //! | corrupted free-list links | links stored as `rotl(p ^ k1, k0) + k0` with per-process keys; a decoded link must be a free slot of the same chunk: in its slot area and carrying its own tag (8-byte slots: a carved slot's start) |
-//! | write after free | freed slots carry their tag and the `0x1deadb0b` pattern in their first 64 bytes (after the link word), checked when handed out again; freed large spans of the C library wait for reuse read-only (a write faults) |
+//! | write after free | freed slots carry their tag (checked when handed out again); with `hardened-full` also the `0x1deadb0b` pattern in the rest of their first 64 bytes, and freed large spans of the C library wait for reuse read-only (a write faults) |
 //! | free of a pointer on the stack or in static data (C library) | a pointer outside our mappings is checked against the thread's stack and the loaded objects' images |
 //! | overflow or underflow by a few bytes of a large block (C library) | keyed canaries in the last word of the span header and just after the block (its usable size is then the request rounded to 16 bytes, not to the page), checked at every lookup of the block |
 //!
@@ -33,7 +33,8 @@ mod imp {
     use crate::lock::Lock;
     use crate::addr_table::AddrTable;
     use crate::{addr_map, os, size_class};
-    use core::sync::atomic::Ordering::Acquire;
+    use core::sync::atomic::AtomicUsize;
+    use core::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 
     pub use crate::fatal::fatal;
 
@@ -266,12 +267,11 @@ mod imp {
         ))
     }
 
-    /// A slot of class `class` is being freed: it must be a live block of that class. Marks it free.
+    /// A small block is being freed (the caller saw a small layout): it must be a live block of
+    /// the layout's class. Marks it free.
     #[inline]
     pub fn on_free(p: *mut u8, layout: core::alloc::Layout) {
-        if !size_class::is_small(layout.size(), layout.align()) {
-            return;
-        }
+        debug_assert!(size_class::is_small(layout.size(), layout.align()));
         let class = slot_of(p, layout.size(), layout.align(), "free");
         let size = slot_size(class);
         if size < 16 {
@@ -331,14 +331,81 @@ mod imp {
 
     /// A pointer freed (or reallocated) that lies in none of our mappings: the C library leaves
     /// such pointers alone (the dynamic loader frees blocks of its early allocator through
-    /// `free`), unless it is certainly no heap memory: on the stack or in a loaded object's image.
+    /// `free`), unless it is certainly no heap memory: misaligned, in the first 64 KiB, where
+    /// nothing is mapped, on the stack or in a loaded object's image.
     #[cold]
     pub fn on_foreign(p: *mut u8, what: &str) {
+        if is_zero_size_block(p) {
+            return; // ours: freeing it does nothing
+        }
+        let a = p as usize;
+        // No allocator hands out a block that is not 8-aligned (C's max_align_t), in the first
+        // 64 KiB (Linux's least mapping address), or where nothing is mapped.
+        if a % 8 != 0 {
+            fatal(format_args!(
+                "{what} of invalid pointer {p:p}: not a heap block (misaligned)"
+            ));
+        }
+        if a < 1 << 16 {
+            fatal(format_args!(
+                "{what} of invalid pointer {p:p}: not a heap block (in the first 64 KiB, never mapped)"
+            ));
+        }
+        if os::is_unmapped(p) {
+            fatal(format_args!(
+                "{what} of invalid pointer {p:p}: not a heap block (nothing is mapped there)"
+            ));
+        }
         if os::is_stack_or_image(p) {
             fatal(format_args!(
                 "{what} of invalid pointer {p:p}: not a heap block (on the stack or in a program's static data)"
             ));
         }
+    }
+
+    // --- zero-size blocks of the C library -----------------------------------------------------------
+
+    /// Address space for zero-size blocks: 256 MiB (16 MiB on 32-bit targets) that faults on any
+    /// access, reserved at the first `malloc(0)`; each block is the next 16 bytes of it, never
+    /// handed out again (so every zero-size block is unique, as C requires). 0: not reserved yet;
+    /// 1: the OS gave none.
+    static ZERO_BASE: AtomicUsize = AtomicUsize::new(0);
+    static ZERO_NEXT: AtomicUsize = AtomicUsize::new(0);
+    const ZERO_SPACE: usize = if cfg!(target_pointer_width = "64") {
+        256 << 20
+    } else {
+        16 << 20
+    };
+
+    /// A unique block for a zero-size request (C's `malloc(0)`, `calloc(0, n)`) where any read or
+    /// write of it faults, 16-aligned; null once the space is used up or where the OS has no such
+    /// memory (the caller then hands out an 8-byte slot, as without the feature).
+    #[cold]
+    pub fn zero_size_block() -> *mut u8 {
+        let mut base = ZERO_BASE.load(Acquire);
+        if base == 0 {
+            let p = os::reserve_inaccessible(ZERO_SPACE) as usize;
+            let want = if p == 0 { 1 } else { p };
+            base = match ZERO_BASE.compare_exchange(0, want, AcqRel, Acquire) {
+                Ok(_) => want,
+                Err(won) => won, // another thread reserved first; ours stays unused
+            };
+        }
+        if base == 1 {
+            return core::ptr::null_mut();
+        }
+        let off = ZERO_NEXT.fetch_add(16, Relaxed);
+        if off >= ZERO_SPACE {
+            return core::ptr::null_mut();
+        }
+        (base + off) as *mut u8
+    }
+
+    /// True when `p` is one of [`zero_size_block`]'s blocks (freeing one does nothing).
+    #[inline]
+    pub fn is_zero_size_block(p: *mut u8) -> bool {
+        let base = ZERO_BASE.load(Acquire);
+        base > 1 && (p as usize).wrapping_sub(base) < ZERO_SPACE
     }
 
     // --- large spans of the C library ---------------------------------------------------------------
@@ -397,16 +464,23 @@ mod imp {
         }
     }
 
-    /// A freed span waits for reuse: made read-only, so a write after free faults.
+    /// A freed span waits for reuse: made read-only (`hardened-full`), so a write after free
+    /// faults.
     pub fn on_span_cached(base: *mut u8, len: usize) {
-        // SAFETY: the span is ours and unused (its block was freed); a refusal leaves it writable.
-        unsafe { os::protect(base, len, false) };
+        if cfg!(feature = "hardened-full") {
+            // SAFETY: the span is ours and unused (its block was freed); a refusal leaves it
+            // writable.
+            unsafe { os::protect(base, len, false) };
+        }
     }
 
     /// A cached span is taken for reuse: writable again. False when the OS refused (the caller
     /// unmaps it instead).
     #[must_use]
     pub fn on_span_reused(base: *mut u8, len: usize) -> bool {
+        if !cfg!(feature = "hardened-full") {
+            return true;
+        }
         // SAFETY: the span is ours, taken off the cache by the caller.
         unsafe { os::protect(base, len, true) }
     }
@@ -517,6 +591,14 @@ mod imp {
     pub fn on_invalid_pointer(_p: *mut u8, _what: &str) {}
     #[inline(always)]
     pub fn on_foreign(_p: *mut u8, _what: &str) {}
+    #[inline(always)]
+    pub fn zero_size_block() -> *mut u8 {
+        core::ptr::null_mut()
+    }
+    #[inline(always)]
+    pub fn is_zero_size_block(_p: *mut u8) -> bool {
+        false
+    }
     #[inline(always)]
     pub fn span_usable(_size: usize, page_usable: usize, _room: usize) -> usize {
         page_usable

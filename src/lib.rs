@@ -61,10 +61,12 @@
 //! # Platforms
 //!
 //! The pools run on Linux (glibc and musl; x86-64 and AArch64, and the 32-bit i686 and armv7),
-//! macOS, FreeBSD (64- and 32-bit) and 64-bit Windows; every OS service they use sits behind one
+//! macOS, FreeBSD (64- and 32-bit), 64-bit Windows and wasm32 (`wasm32-unknown-unknown`,
+//! `wasm32-wasip1`, `wasm32-wasip1-threads`: chunks from linear memory, which never shrinks, so
+//! freed chunks are reused by any size class instead); every OS service they use sits behind one
 //! contract (`src/os/`). On a 32-bit target the same pools serve a 4 GiB address space: the address
 //! map covers all of it in 16 KiB, and the size classes and chunks are the same. Everywhere else
-//! (wasm32, 32-bit Windows, any OS without a port) the crate still compiles and [`PoolAlloc`]
+//! (32-bit Windows, any OS without a port) the crate still compiles and [`PoolAlloc`]
 //! forwards every call to `std::alloc::System`; [`Stats::backend`] says which is live, and [`raw`]
 //! (the C library's interface) does not exist there. Without an OS (bare metal, `no_std`),
 //! [`region::RegionAlloc`] serves memory the program gives.
@@ -176,6 +178,13 @@ mod stats_format;
 #[cfg(feature = "std")]
 pub mod testing;
 
+/// The atomics of the model-checked modules (`remote_list`): `core`'s here; loom's in
+/// `tests/loom_remote.rs`, which includes those files with its own `sync`.
+#[allow(unused_imports)]
+mod sync {
+    pub(crate) use core::sync::atomic;
+}
+
 #[cfg(feature = "std")]
 if_pools! {
     mod addr_map;
@@ -189,6 +198,7 @@ if_pools! {
     #[cfg(all(test, not(miri)))]
     mod os_faults;
     mod purger;
+    mod remote_list;
     #[cfg(feature = "raw")]
     #[cfg_attr(docsrs, doc(cfg(feature = "raw")))]
     pub mod raw;

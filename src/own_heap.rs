@@ -16,9 +16,19 @@
 //! Their destructors do not run: leaking into a heap and dropping it is for data whose drop does
 //! nothing but free memory.
 //!
-//! What a `Heap` does not do (yet): route the global allocations of a scope into it (mimalloc's
-//! default heap, `heap.enter(...)`); its blocks are not seen by the `testing` hooks or the
-//! profiler; a `fork` while another thread holds its lock leaves it locked in the child.
+//! [`Heap::enter`] routes the calling thread's global allocations (`PoolAlloc`'s small blocks)
+//! into the heap for the length of a closure, so the memory a request or a tenant allocates
+//! through code that knows nothing of the heap is accounted to it ([`HeapStats::entered_bytes`]).
+//! Those blocks come from a second pools heap of the `Heap`'s, apart from its `Allocator`
+//! blocks: they may be freed anywhere, on any thread, after the scope, and may outlive the `Heap`
+//! (safe code can keep a `String` made in the scope), so dropping the heap does not free them:
+//! its scope chunks are retired as a thread's are at exit (empty ones given back, the others
+//! abandoned and adopted by other heaps; mimalloc's `mi_heap_delete`), while its `Allocator`
+//! blocks go at once as before (`mi_heap_destroy`).
+//!
+//! What a `Heap` does not do: route large blocks (above 32 KiB) of a scope (they are `PoolAlloc`'s
+//! as always, not counted); show its blocks to the `testing` hooks or the profiler; survive a
+//! `fork` while another thread holds its lock (the child finds it locked).
 
 use crate::lock::Lock;
 use allocator_api2::alloc::{AllocError, Allocator};
@@ -46,11 +56,17 @@ use core::ptr::{self, NonNull};
 pub struct Heap {
     inner: Lock<Inner>,
     limit: usize,
+    /// `Inner::scoped` once made, readable without the lock: a thread inside [`Heap::enter`] finds
+    /// its own scope by it (its slot names this pools heap).
+    routed: core::sync::atomic::AtomicPtr<PoolsHeap>,
 }
 
 struct Inner {
     /// The pools' heap whose chunks this one owns (null until the first small block).
     pools: *mut PoolsHeap,
+    /// The pools' heap that [`Heap::enter`] routes global allocations to (null until the first
+    /// scope).
+    scoped: *mut PoolsHeap,
     /// Large blocks (every block where the pools have no port), newest first.
     tracked: *mut Tracked,
     /// This heap's number in its tracked blocks' `check` (0 until the first).
@@ -79,6 +95,10 @@ pub struct HeapStats {
     pub allocations: usize,
     /// Allocations refused because they would have passed the limit.
     pub refused: usize,
+    /// Bytes asked for by the live small blocks that global allocations made inside
+    /// [`Heap::enter`] (freed ones leave as they are freed, on any thread); `live_bytes +
+    /// entered_bytes` is what the heap accounts for. Exact at quiet points.
+    pub entered_bytes: usize,
 }
 
 impl Default for Heap {
@@ -109,6 +129,7 @@ impl Heap {
         Heap {
             inner: Lock::new(Inner {
                 pools: ptr::null_mut(),
+                scoped: ptr::null_mut(),
                 tracked: ptr::null_mut(),
                 id: 0,
                 stats: HeapStats {
@@ -117,15 +138,34 @@ impl Heap {
                     peak_bytes: 0,
                     allocations: 0,
                     refused: 0,
+                    entered_bytes: 0,
                 },
             }),
             limit,
+            routed: core::sync::atomic::AtomicPtr::new(ptr::null_mut()),
         }
     }
 
-    /// This heap's counts now.
+    /// This heap's counts now. From another thread while one is inside [`Heap::enter`], this waits
+    /// for the scope to end.
     pub fn stats(&self) -> HeapStats {
-        self.inner.lock().stats
+        self.with_inner(|inner| {
+            let mut s = inner.stats;
+            s.entered_bytes = inner.entered_bytes();
+            s
+        })
+    }
+
+    /// Runs `f` with `inner`: under the lock, or, on a thread inside [`Heap::enter`] on this heap
+    /// (which holds the lock for the scope), directly.
+    fn with_inner<R>(&self, f: impl FnOnce(&mut Inner) -> R) -> R {
+        if self.entered_here() {
+            // SAFETY: this thread is inside `enter` on this heap, which took the lock for the
+            // scope and holds no reference to the data while the scope's closure runs: nothing
+            // else touches it until `enter` returns.
+            return f(unsafe { &mut *self.inner.as_mut_ptr() });
+        }
+        f(&mut self.inner.lock())
     }
 
     /// The limit given to [`Heap::with_limit`] (`usize::MAX`: none).
@@ -294,25 +334,27 @@ unsafe impl Allocator for Heap {
             let p = unsafe { NonNull::new_unchecked(p) };
             return Ok(NonNull::slice_from_raw_parts(p, 0));
         }
-        let mut inner = self.inner.lock();
-        if layout.size() > self.limit - inner.stats.live_bytes.min(self.limit) {
-            inner.stats.refused += 1;
-            return Err(AllocError);
-        }
-        let p = inner.alloc(layout);
-        let p = NonNull::new(p).ok_or(AllocError)?;
-        inner.count_alloc(layout.size());
-        Ok(NonNull::slice_from_raw_parts(p, layout.size()))
+        self.with_inner(|inner| {
+            if layout.size() > self.limit - inner.stats.live_bytes.min(self.limit) {
+                inner.stats.refused += 1;
+                return Err(AllocError);
+            }
+            let p = inner.alloc(layout);
+            let p = NonNull::new(p).ok_or(AllocError)?;
+            inner.count_alloc(layout.size());
+            Ok(NonNull::slice_from_raw_parts(p, layout.size()))
+        })
     }
 
     unsafe fn deallocate(&self, ptr: NonNull<u8>, layout: Layout) {
         if layout.size() == 0 {
             return;
         }
-        let mut inner = self.inner.lock();
-        // SAFETY: ptr is a live block of this heap of `layout` (the Allocator contract).
-        unsafe { inner.free(ptr.as_ptr(), layout) };
-        inner.count_free(layout.size());
+        self.with_inner(|inner| {
+            // SAFETY: ptr is a live block of this heap of `layout` (the Allocator contract).
+            unsafe { inner.free(ptr.as_ptr(), layout) };
+            inner.count_free(layout.size());
+        })
     }
 }
 
@@ -347,7 +389,90 @@ if_pools! {
         unsafe { large::dealloc(p, layout) }
     }
 
+    impl Heap {
+        /// Runs `f` with the calling thread's global allocations routed into this heap: every
+        /// small block `PoolAlloc` hands this thread meanwhile (a `String`, a `Vec`, a `Box` of 32
+        /// KiB or less, made by any code) comes from the heap's chunks and counts in
+        /// [`HeapStats::entered_bytes`]. Such a block is an ordinary global block: it may be freed
+        /// anywhere, on any thread, after the scope, and may outlive the heap, which then
+        /// retires its scope chunks as a thread's heap retires at exit instead of freeing them.
+        /// Large blocks are not routed.
+        ///
+        /// The scope holds the heap's lock: another thread's use of this heap (its `Allocator`
+        /// methods, `stats`, `enter`) waits for it to end; this thread's own use inside the scope
+        /// does not. Nested scopes of this heap run as one; a scope of another heap inside it
+        /// routes to that one until it ends. A panic in `f` ends the scope as a return does.
+        ///
+        /// ```
+        /// # #[global_allocator]
+        /// # static GLOBAL: poolalloc::PoolAlloc = poolalloc::PoolAlloc::new();
+        /// let tenant = poolalloc::Heap::new();
+        /// let reply: String = tenant.enter(|| (0..1000).map(|i| i.to_string()).collect());
+        /// assert!(tenant.stats().entered_bytes >= reply.len());
+        /// drop(tenant); // `reply` stays valid
+        /// assert!(reply.starts_with("0123"));
+        /// ```
+        pub fn enter<R>(&self, f: impl FnOnce() -> R) -> R {
+            if self.entered_here() {
+                return f();
+            }
+            let mut guard = self.inner.lock();
+            if guard.scoped.is_null() {
+                guard.scoped = crate_heap::owned_new();
+                if guard.scoped.is_null() {
+                    // No memory for a heap: nothing is routed.
+                    drop(guard);
+                    return f();
+                }
+                self.routed
+                    .store(guard.scoped, core::sync::atomic::Ordering::Release);
+            }
+            let scoped = guard.scoped;
+            // The lock stays taken for the scope (released by `Leave`); no reference to the data
+            // is held meanwhile (`with_inner` reaches it from this thread).
+            core::mem::forget(guard);
+            // SAFETY: we hold the lock, so we own `scoped` until `Leave` runs, on this thread.
+            let prev = unsafe { crate_heap::owned_enter(scoped) };
+            struct Leave<'a> {
+                heap: &'a Heap,
+                scoped: *mut PoolsHeap,
+                prev: *mut PoolsHeap,
+            }
+            impl Drop for Leave<'_> {
+                fn drop(&mut self) {
+                    // SAFETY: the scope's enter on this thread, with the lock still taken by it.
+                    unsafe {
+                        crate_heap::owned_leave(self.scoped, self.prev);
+                        self.heap.inner.force_unlock();
+                    }
+                }
+            }
+            let _leave = Leave {
+                heap: self,
+                scoped,
+                prev,
+            };
+            f()
+        }
+
+        /// Whether the calling thread is inside [`Heap::enter`] on this heap.
+        fn entered_here(&self) -> bool {
+            crate_heap::owned_is_current(self.routed.load(core::sync::atomic::Ordering::Acquire))
+        }
+    }
+
     impl Inner {
+        /// [`HeapStats::entered_bytes`].
+        fn entered_bytes(&self) -> usize {
+            if self.scoped.is_null() {
+                return 0;
+            }
+            // SAFETY: we own the heap's data (its lock, or its scope on this thread).
+            let b = unsafe { crate_heap::owned_requested(self.scoped) };
+            // A snapshot racing a remote free may dip below zero for a moment.
+            if b > isize::MAX as usize { 0 } else { b }
+        }
+
         fn alloc(&mut self, layout: Layout) -> *mut u8 {
             let Some(c) = size_class::class_of(layout.size(), layout.align()) else {
                 return self.alloc_tracked(layout);
@@ -400,6 +525,12 @@ if_pools! {
                 unsafe { crate_heap::owned_destroy(self.pools) };
                 self.pools = ptr::null_mut();
             }
+            if !self.scoped.is_null() {
+                // SAFETY: no scope runs (it would hold a borrow); the scope blocks may live on,
+                // so the chunks are retired, not discarded.
+                unsafe { crate_heap::owned_release(self.scoped) };
+                self.scoped = ptr::null_mut();
+            }
         }
     }
 }
@@ -438,5 +569,21 @@ if_fallback! {
         }
 
         fn destroy_pools(&mut self) {}
+
+        fn entered_bytes(&self) -> usize {
+            0
+        }
+    }
+
+    impl Heap {
+        /// Runs `f`. Where the pools have no port nothing is routed: the global allocations of
+        /// `f` are the system allocator's.
+        pub fn enter<R>(&self, f: impl FnOnce() -> R) -> R {
+            f()
+        }
+
+        fn entered_here(&self) -> bool {
+            false
+        }
     }
 }

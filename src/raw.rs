@@ -15,7 +15,7 @@
 
 use crate::addr_map::{self, Kind};
 use crate::size_class::{self, class_of};
-use crate::{chunk, hardened, heap, os, source, span, stats};
+use crate::{chunk, hardened, heap, os, settings, source, span, stats};
 use core::alloc::Layout;
 use core::ptr;
 
@@ -24,6 +24,12 @@ use core::ptr;
 #[inline(always)]
 pub fn alloc(size: usize, align: usize) -> *mut u8 {
     debug_assert!(align.is_power_of_two());
+    if cfg!(feature = "hardened") && size == 0 && align <= 16 {
+        let p = hardened::zero_size_block();
+        if !p.is_null() {
+            return p;
+        }
+    }
     let size = size.max(1);
     let p = match class_of(size, align) {
         Some(c) => small(c),
@@ -36,6 +42,7 @@ pub fn alloc(size: usize, align: usize) -> *mut u8 {
 
 #[inline(always)]
 fn small(c: usize) -> *mut u8 {
+    crate::stats::note_unsized();
     let p = heap::alloc_unsized(c);
     if !p.is_null() {
         hardened::on_hand_out(p, c);
@@ -57,6 +64,13 @@ fn large(size: usize, align: usize) -> (*mut u8, bool) {
 /// blocks of 16 bytes or more, 8 below. The `malloc` fast path: one table lookup for the class.
 #[inline(always)]
 pub fn malloc(size: usize) -> *mut u8 {
+    if cfg!(feature = "hardened") && size == 0 {
+        // A block any access to faults (`hardened`), where the OS gives such memory.
+        let p = hardened::zero_size_block();
+        if !p.is_null() {
+            return p;
+        }
+    }
     let p = match size_class::class_of_malloc(size) {
         Some(c) => small(c),
         None => large(size, 16).0,
@@ -68,6 +82,12 @@ pub fn malloc(size: usize) -> *mut u8 {
 
 /// As [`alloc`], with the first `size` bytes zeroed.
 pub fn alloc_zeroed(size: usize, align: usize) -> *mut u8 {
+    if cfg!(feature = "hardened") && size == 0 && align <= 16 {
+        let p = hardened::zero_size_block();
+        if !p.is_null() {
+            return p;
+        }
+    }
     let size = size.max(1);
     let p = match class_of(size, align) {
         Some(c) => {
@@ -256,6 +276,9 @@ pub unsafe fn realloc(p: *mut u8, new_size: usize, align: usize) -> *mut u8 {
             usable
         }
         Owner::Foreign => {
+            if hardened::is_zero_size_block(p) {
+                return alloc(new_size, align); // nothing to keep
+            }
             hardened::on_foreign(p, "realloc");
             let q = alloc(new_size, align);
             if !q.is_null() {
@@ -300,7 +323,14 @@ fn copy_foreign(src: *mut u8, dst: *mut u8, len: usize) {
 /// Reads the settings from the environment and, with `POOLALLOC_SHOW_STATS`, arranges for the
 /// statistics to be printed at exit. A shared library calls this from its own constructor: a
 /// constructor inside this crate may not be linked into it. Idempotent; allocates nothing.
+///
+/// The caller is this process's `malloc` (the C library, preloaded or linked into the executable):
+/// from now on `PoolAlloc`'s large blocks are spans taken directly (`std::alloc::System`, which
+/// calls `malloc`, would come back here and count each block twice), whatever
+/// [`set_large_blocks`](crate::set_large_blocks) says, and [`trim`](crate::trim) no
+/// longer calls `malloc_trim` (ours: the same work again).
 pub fn start() {
+    settings::set_malloc_is_ours();
     stats::at_start();
 }
 

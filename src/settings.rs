@@ -10,6 +10,9 @@
 //! | `POOLALLOC_VERBOSE` | `1`: print the settings when they are read, and anomalies (the purger cannot start, the OS refused memory) | 0 |
 //! | `POOLALLOC_PROF` | a path prefix: start the sampling profiler at start-up and write `<prefix>.<pid>.pb.gz` (pprof) at exit (feature `profiling`) | none |
 //! | `POOLALLOC_PROF_INTERVAL` | the profiler's mean bytes between samples (0: every allocation) | 524288 |
+//! | `POOLALLOC_PROF_PEAK` | a factor above 1 (`1.5`): with `POOLALLOC_PROF`, also write `<prefix>.<pid>.<seq>.pb.gz` each time the profile's live bytes reach this factor times those of the last such dump (the first at this factor times 1 MiB) | off |
+//! | `POOLALLOC_PROF_SIGNAL` | `1`: with `POOLALLOC_PROF`, also write a numbered profile on `SIGUSR2` (Unix) | 0 |
+//! | `POOLALLOC_PROF_EVERY_S` | N: with `POOLALLOC_PROF`, also write a numbered profile every N seconds (0: never) | 0 |
 //! | `POOLALLOC_HUGE_PAGES` | when new 4 MiB regions of chunks ask for transparent huge pages (Linux): `off`, `on` (every region), or a number N (regions mapped once N MiB of chunks were) | off |
 //! | `POOLALLOC_LARGE_BLOCKS` | where `PoolAlloc`'s blocks above the largest size class come from: `system` (the system allocator), `system-kept` (the same, told to keep freed blocks for reuse) or `spans` (poolalloc's own mappings) | see [`LargeBlocks`] |
 //!
@@ -62,6 +65,10 @@ static RETAINED_CHUNKS: Setting = Setting::new(1);
 static SHOW_STATS: Setting = Setting::new(0);
 static VERBOSE: Setting = Setting::new(0);
 static PROF_INTERVAL: Setting = Setting::new(512 * 1024);
+/// The peak factor in thousandths (0: no dump at new peaks).
+static PROF_PEAK_MILLI: Setting = Setting::new(0);
+static PROF_SIGNAL: Setting = Setting::new(0);
+static PROF_EVERY_S: Setting = Setting::new(0);
 static HUGE_PAGES: Setting = Setting::new(HugePages::DEFAULT.raw());
 static LARGE_BLOCKS: Setting = Setting::new(LargeBlocks::DEFAULT as usize);
 
@@ -75,7 +82,8 @@ static LARGE_BLOCKS: Setting = Setting::new(LargeBlocks::DEFAULT as usize);
 /// and drop buffers of 128 KiB to a few MiB, but threads' arenas then keep up to 8 MiB each past
 /// the purger's trim (27 MiB of 248 a second after `tests/stats.rs` freed everything).
 /// `benches/results/large-blocks-rust.md` has the figures behind it. (Where `PoolAlloc` is the system allocator itself, on targets
-/// without the pools, the setting changes nothing.)
+/// without the pools, the setting changes nothing; where the C library `poolalloc-c` is the
+/// process's `malloc`, large blocks are spans whatever it says.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LargeBlocks {
     /// The system allocator (`std::alloc::System`) with its own policy: glibc maps and unmaps
@@ -204,10 +212,34 @@ pub fn set_large_blocks(l: LargeBlocks) {
     LARGE_BLOCKS.set(l as usize);
 }
 
-/// Where `PoolAlloc`'s large blocks come from now (see [`set_large_blocks`]).
+/// Where `PoolAlloc`'s large blocks come from now (see [`set_large_blocks`]): always
+/// [`Spans`](LargeBlocks::Spans) once the C library (`poolalloc-c`, preloaded or linked into the
+/// executable) serves the process's `malloc`, whatever was set.
 pub fn large_blocks() -> LargeBlocks {
     load();
+    if malloc_is_ours() {
+        return LargeBlocks::Spans;
+    }
     large_blocks_raw()
+}
+
+/// Set once the size-less interface (`raw`) serves this process's `malloc` (the C library, preloaded
+/// or linked into the executable): `std::alloc::System` is poolalloc itself then.
+static MALLOC_IS_OURS: AtomicBool = AtomicBool::new(false);
+
+/// Says that this process's `malloc` is poolalloc's (the C library calls it from its constructor):
+/// from then on `PoolAlloc` takes its large blocks from spans directly, whatever
+/// [`set_large_blocks`] or the environment said, instead of through `System` (which would reach
+/// our `malloc` and count each block twice), and `trim` leaves out the system allocator's trim
+/// (`malloc_trim` would be ours). Never undone.
+pub(crate) fn set_malloc_is_ours() {
+    MALLOC_IS_OURS.store(true, Relaxed);
+}
+
+/// Whether this process's `malloc` is poolalloc's (see [`set_malloc_is_ours`]).
+#[inline]
+pub(crate) fn malloc_is_ours() -> bool {
+    MALLOC_IS_OURS.load(Relaxed)
 }
 
 /// Sets when new chunk regions ask for transparent huge pages (default [`HugePages`]'s, or
@@ -253,6 +285,42 @@ pub(crate) fn prof_prefix(out: &mut [u8; PROF_PREFIX_MAX]) -> usize {
     p.len
 }
 
+/// When the profiler writes numbered profiles by itself (`POOLALLOC_PROF_PEAK`, `_SIGNAL`,
+/// `_EVERY_S`, or `profile::dump_on`): (peak factor in thousandths or 0, on SIGUSR2, every N
+/// seconds or 0).
+#[cfg_attr(not(feature = "profiling"), allow(dead_code))]
+pub(crate) fn prof_dumps() -> (usize, bool, usize) {
+    (
+        PROF_PEAK_MILLI.get(),
+        PROF_SIGNAL.get() != 0,
+        PROF_EVERY_S.get(),
+    )
+}
+
+/// Sets the profile path prefix and when numbered profiles are written (`profile::dump_on`); wins
+/// over the environment. False (nothing changed) when the prefix does not fit.
+#[cfg_attr(not(feature = "profiling"), allow(dead_code))]
+pub(crate) fn set_prof_dumps(
+    prefix: &[u8],
+    peak_milli: usize,
+    signal: bool,
+    every_s: usize,
+) -> bool {
+    if prefix.is_empty() || prefix.len() > PROF_PREFIX_MAX || prefix.contains(&0) {
+        return false;
+    }
+    load();
+    {
+        let mut p = PROF_PREFIX.lock();
+        p.buf[..prefix.len()].copy_from_slice(prefix);
+        p.len = prefix.len();
+    }
+    PROF_PEAK_MILLI.set(peak_milli);
+    PROF_SIGNAL.set(signal as usize);
+    PROF_EVERY_S.set(every_s);
+    true
+}
+
 /// Reports an anomaly on stderr when `POOLALLOC_VERBOSE` is on (once per kind is the caller's
 /// business). Allocates nothing.
 pub(crate) fn anomaly(args: fmt::Arguments<'_>) {
@@ -284,10 +352,13 @@ fn read_env() {
             b"VERBOSE" => boolean(name, value, &VERBOSE),
             b"PROF_INTERVAL" => number(name, value, MAX_PROF_INTERVAL, &PROF_INTERVAL),
             b"PROF" => prefix(value),
+            b"PROF_PEAK" => factor(name, value, &PROF_PEAK_MILLI),
+            b"PROF_SIGNAL" => boolean(name, value, &PROF_SIGNAL),
+            b"PROF_EVERY_S" => number(name, value, MAX_PROF_EVERY_S, &PROF_EVERY_S),
             b"LARGE_BLOCKS" => large(value),
             b"HUGE_PAGES" => huge(value),
             _ => say(format_args!(
-                "unknown setting POOLALLOC_{} ignored (known: PURGE_DELAY_MS, RETAINED_CHUNKS, SHOW_STATS, VERBOSE, PROF, PROF_INTERVAL, LARGE_BLOCKS, HUGE_PAGES)",
+                "unknown setting POOLALLOC_{} ignored (known: PURGE_DELAY_MS, RETAINED_CHUNKS, SHOW_STATS, VERBOSE, PROF, PROF_INTERVAL, PROF_PEAK, PROF_SIGNAL, PROF_EVERY_S, LARGE_BLOCKS, HUGE_PAGES)",
                 Text(name)
             )),
         }
@@ -307,6 +378,10 @@ fn read_env() {
 
 /// The largest profiler interval taken from the environment (1 GiB).
 const MAX_PROF_INTERVAL: usize = 1 << 30;
+/// The longest period between numbered profiles taken from the environment (a week).
+const MAX_PROF_EVERY_S: usize = 7 * 86_400;
+/// The largest peak factor taken from the environment (1000, in thousandths).
+const MAX_PROF_PEAK_MILLI: usize = 1_000_000;
 
 /// `POOLALLOC_PROF`: a path prefix, kept for the profiler (which must be compiled in).
 fn prefix(value: &[u8]) {
@@ -405,6 +480,36 @@ fn number(name: &[u8], value: &[u8], max: usize, s: &Setting) {
     }
 }
 
+/// A factor above 1 with up to three decimals (`1.5`, `2`), kept in thousandths.
+fn factor(name: &[u8], value: &[u8], s: &Setting) {
+    match parse_milli(value).filter(|&m| m > 1000 && m <= MAX_PROF_PEAK_MILLI) {
+        Some(m) => s.set_from_env(m),
+        None => say(format_args!(
+            "POOLALLOC_{}={} is not a factor above 1 (such as 1.5) up to 1000: keeping it off",
+            Text(name),
+            Text(value)
+        )),
+    }
+}
+
+/// `D[.DDD]` in thousandths: `1.5` is 1500. None for anything else.
+fn parse_milli(v: &[u8]) -> Option<usize> {
+    let dot = v.iter().position(|&b| b == b'.').unwrap_or(v.len());
+    let (int, frac) = (&v[..dot], v.get(dot + 1..).unwrap_or(b""));
+    if int.is_empty() || frac.len() > 3 || (dot < v.len() && frac.is_empty()) {
+        return None;
+    }
+    let whole = parse_number(int, MAX_PROF_PEAK_MILLI / 1000)?;
+    let mut milli = 0;
+    for (i, &d) in frac.iter().enumerate() {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        milli += (d - b'0') as usize * [100, 10, 1][i];
+    }
+    Some(whole * 1000 + milli)
+}
+
 fn boolean(name: &[u8], value: &[u8], s: &Setting) {
     match parse_bool(value) {
         Some(b) => s.set_from_env(b as usize),
@@ -455,6 +560,19 @@ mod tests {
         assert_eq!(parse_number(b"-1", 10), None);
         assert_eq!(parse_number(b"12ms", 100), None);
         assert_eq!(parse_number(b"99999999999999999999999", usize::MAX), None);
+    }
+
+    #[test]
+    fn factors_parse_in_thousandths() {
+        assert_eq!(parse_milli(b"1.5"), Some(1500));
+        assert_eq!(parse_milli(b"2"), Some(2000));
+        assert_eq!(parse_milli(b"1.125"), Some(1125));
+        assert_eq!(parse_milli(b"1.05"), Some(1050));
+        assert_eq!(parse_milli(b"1."), None);
+        assert_eq!(parse_milli(b".5"), None);
+        assert_eq!(parse_milli(b"1.2345"), None);
+        assert_eq!(parse_milli(b"1,5"), None);
+        assert_eq!(parse_milli(b"x"), None);
     }
 
     #[test]

@@ -81,8 +81,13 @@ pub struct Stats {
     pub reserved_bytes: usize,
     /// Bytes of slots holding live small blocks.
     pub live_bytes: usize,
-    /// Bytes requested by live small blocks (sum of their `Layout::size()`).
+    /// Bytes requested by live small blocks (sum of their `Layout::size()`); only those of sized
+    /// allocations when [`requested_known`](Stats::requested_known) is false.
     pub requested_bytes: usize,
+    /// Whether `requested_bytes` (and so waste and utilisation) is known: false once a small block
+    /// came from the size-less interface (the C library's `malloc`, whose `free` carries no size):
+    /// its requested size is not kept, so the table prints `n/a` and the JSON `null` for it.
+    pub requested_known: bool,
     /// Bytes of freed slots waiting on remote-free lists.
     pub cached_bytes: usize,
     /// Large blocks (served by the system allocator) currently live.
@@ -123,6 +128,20 @@ pub struct Stats {
     pub backend: Backend,
 }
 
+/// Set once a small block came from the size-less interface (`raw`): requested sizes are unknown.
+static UNSIZED: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
+/// A small block without a requested size was handed out (`raw`): a load, and a store the first
+/// time.
+#[inline(always)]
+#[cfg_attr(not(feature = "raw"), allow(dead_code))]
+pub(crate) fn note_unsized() {
+    use core::sync::atomic::Ordering::Relaxed;
+    if !UNSIZED.load(Relaxed) {
+        UNSIZED.store(true, Relaxed);
+    }
+}
+
 /// Takes a snapshot of the allocator's counters. Allocates nothing.
 pub fn stats() -> Stats {
     let mut s = Stats {
@@ -131,6 +150,7 @@ pub fn stats() -> Stats {
         reserved_bytes: 0,
         live_bytes: 0,
         requested_bytes: 0,
+        requested_known: !UNSIZED.load(core::sync::atomic::Ordering::Relaxed),
         cached_bytes: 0,
         large_blocks: 0,
         large_bytes: 0,
@@ -258,7 +278,10 @@ fn exit_report() {
 pub fn trim() -> bool {
     rss_shrank(|| {
         trim_pools();
-        os::trim_system_allocator();
+        // Where our C library is the process's malloc, malloc_trim would be trim_pools again.
+        if !settings::malloc_is_ours() {
+            os::trim_system_allocator();
+        }
     })
 }
 
@@ -303,6 +326,34 @@ impl fmt::Display for Bytes {
     }
 }
 
+/// Bytes, or `n/a` where they are not known.
+struct Known(Option<usize>);
+
+impl fmt::Display for Known {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(b) => fmt::Display::fmt(&Bytes(b), f),
+            None => f.pad("n/a"),
+        }
+    }
+}
+
+/// A utilisation in percent (one decimal), or `n/a`.
+struct UtilText(Option<f64>);
+
+impl fmt::Display for UtilText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(u) => {
+                let mut out = StackText::<16>::new();
+                let _ = fmt::write(&mut out, format_args!("{u:.1}"));
+                f.pad(out.as_str())
+            }
+            None => f.pad("n/a"),
+        }
+    }
+}
+
 impl fmt::Display for Stats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
@@ -319,21 +370,24 @@ impl fmt::Display for Stats {
             "util%",
             "kept"
         )?;
+        // Requested sizes, waste and utilisation only where they are known (see `requested_known`).
+        let known = |b: usize| Known(self.requested_known.then_some(b));
         for c in self.classes.iter().filter(|c| c.chunks > 0) {
             let util = if c.reserved_bytes > 0 {
                 100.0 * c.requested_bytes as f64 / c.reserved_bytes as f64
             } else {
                 0.0
             };
+            let util = UtilText(self.requested_known.then_some(util));
             writeln!(
                 f,
-                "{:>6} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>6.1} {:>4}",
+                "{:>6} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>6} {:>4}",
                 c.slot_size,
                 c.chunks,
                 Bytes(c.reserved_bytes),
                 Bytes(c.live_bytes()),
-                Bytes(c.requested_bytes),
-                Bytes(c.live_bytes().saturating_sub(c.requested_bytes)),
+                known(c.requested_bytes),
+                known(c.live_bytes().saturating_sub(c.requested_bytes)),
                 Bytes(c.cached_slots * c.slot_size),
                 Bytes(c.free_slots * c.slot_size),
                 util,
@@ -346,9 +400,15 @@ impl fmt::Display for Stats {
             self.chunks,
             Bytes(self.reserved_bytes),
             Bytes(self.live_bytes),
-            Bytes(self.requested_bytes),
+            known(self.requested_bytes),
             Bytes(self.cached_bytes)
         )?;
+        if !self.requested_known {
+            writeln!(
+                f,
+                "       (requested, waste, util%: n/a, the C interface's malloc passes no size to free)"
+            )?;
+        }
         writeln!(
             f,
             "large: {} blocks, {}",

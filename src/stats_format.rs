@@ -13,7 +13,8 @@ use core::fmt;
 
 impl Stats {
     /// The snapshot as one JSON object (no trailing newline): every field of `Stats` by its
-    /// name, `rss_bytes` `null` where the OS does not report it, `backend` a string, and
+    /// name, `rss_bytes` `null` where the OS does not report it, `requested_bytes` (whole and per
+    /// class) `null` where it is not known (`requested_known`), `backend` a string, and
     /// `classes` an array of every size class's [`ClassStats`] (with its `live_bytes`).
     ///
     /// ```
@@ -40,8 +41,13 @@ impl fmt::Display for Json<'_> {
         let s = self.0;
         write!(f, "{{\"backend\":\"{:?}\"", s.backend)?;
         for (k, v) in totals(s) {
-            write!(f, ",\"{k}\":{v}")?;
+            if k == "requested_bytes" && !s.requested_known {
+                f.write_str(",\"requested_bytes\":null")?;
+            } else {
+                write!(f, ",\"{k}\":{v}")?;
+            }
         }
+        write!(f, ",\"requested_known\":{}", s.requested_known)?;
         match s.rss_bytes {
             Some(r) => write!(f, ",\"rss_bytes\":{r}")?,
             None => f.write_str(",\"rss_bytes\":null")?,
@@ -50,7 +56,12 @@ impl fmt::Display for Json<'_> {
         for (i, c) in s.classes.iter().enumerate() {
             f.write_str(if i == 0 { "{" } else { ",{" })?;
             for (j, (k, v)) in class_fields(c).into_iter().enumerate() {
-                write!(f, "{}\"{k}\":{v}", if j == 0 { "" } else { "," })?;
+                let sep = if j == 0 { "" } else { "," };
+                if k == "requested_bytes" && !s.requested_known {
+                    write!(f, "{sep}\"{k}\":null")?;
+                } else {
+                    write!(f, "{sep}\"{k}\":{v}")?;
+                }
             }
             f.write_str("}")?;
         }
@@ -185,6 +196,9 @@ impl fmt::Display for Prometheus<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = self.0;
         for (name, kind, help, v) in metrics(s) {
+            if name == "requested_bytes" && !s.requested_known {
+                continue; // not known: no sample rather than a false one
+            }
             writeln!(f, "# HELP poolalloc_{name} {help}")?;
             writeln!(f, "# TYPE poolalloc_{name} {kind}")?;
             writeln!(f, "poolalloc_{name} {v}")?;

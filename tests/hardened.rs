@@ -282,6 +282,10 @@ fn child_entry() {
 fn every_misuse_aborts_with_a_message_naming_it() {
     let mut failures = Vec::new();
     for &(case, expect) in CASES {
+        // Writes after free past the tag word are caught by the poison of `hardened-full` only.
+        if case == "write_after_free" && !cfg!(feature = "hardened-full") {
+            continue;
+        }
         let out = subprocess::this_binary()
             .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
             .env("POOLALLOC_TEST_DEATH", case)

@@ -240,3 +240,103 @@ fn a_dropped_heaps_chunks_come_back_clean_for_the_next() {
         "the second heap mapped {grew} chunks: the first's were not reused"
     );
 }
+
+/// `enter` routes the thread's global small blocks into the heap: counted in `entered_bytes`,
+/// freed as they are freed (inside the scope or after it, on any thread), and valid after the
+/// heap is dropped.
+#[test]
+fn a_scope_routes_global_blocks_into_the_heap() {
+    let _turn = turn();
+    let heap = Heap::new();
+    // Made in the scope by code that knows nothing of the heap: strings, a vector, a map.
+    let (strings, map) = heap.enter(|| {
+        let strings: std::vec::Vec<String> = (0..10_000).map(|i| format!("value {i}")).collect();
+        let map: std::collections::HashMap<u32, std::boxed::Box<[u8; 100]>> = (0..1000)
+            .map(|i| (i, std::boxed::Box::new([i as u8; 100])))
+            .collect();
+        (strings, map)
+    });
+    let s = heap.stats();
+    let strings_bytes: usize = strings.iter().map(|x| x.capacity()).sum();
+    assert!(
+        s.entered_bytes >= strings_bytes + 1000 * 100,
+        "{s:?}, strings {strings_bytes}"
+    );
+    assert_eq!((s.live_blocks, s.live_bytes), (0, 0), "{s:?}");
+    // Freed on another thread after the scope: the heap's count falls once the frees reach it.
+    let t = std::thread::spawn(move || drop(map));
+    t.join().unwrap();
+    poolalloc::trim();
+    heap.enter(|| {}); // the heap collects what other threads freed into it when used
+    let after_map = heap.stats().entered_bytes;
+    assert!(after_map < s.entered_bytes, "{after_map} then {s:?}");
+    // Dropped while blocks of its scope live: they stay valid.
+    drop(heap);
+    for (i, x) in strings.iter().enumerate() {
+        assert_eq!(*x, format!("value {i}"));
+    }
+    drop(strings);
+}
+
+/// Inside a scope the thread's own use of the heap does not wait for the scope's lock; nested
+/// scopes, a scope of another heap inside, and a panic all restore the routing.
+#[test]
+fn scopes_nest_use_the_heap_and_end_on_panic() {
+    let _turn = turn();
+    let a = Heap::new();
+    let b = Heap::new();
+    let kept = a.enter(|| {
+        let mut v: Vec<u64, &Heap> = Vec::new_in(&a);
+        v.extend(0..1000);
+        assert_eq!(a.stats().live_bytes, v.capacity() * 8);
+        let inner = a.enter(|| vec![1u8; 5000]);
+        let other = b.enter(|| vec![2u8; 7000]);
+        assert!(b.stats().entered_bytes >= 7000);
+        let back = vec![3u8; 3000]; // routed to `a` again
+        (inner, other, back)
+    });
+    let s = a.stats();
+    assert!(s.entered_bytes >= 8000, "{s:?}");
+    assert!(s.entered_bytes < 8000 + 7000, "b's block is not a's: {s:?}");
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        a.enter(|| {
+            let _x = std::hint::black_box(std::boxed::Box::new([0u8; 100]));
+            panic!("in a scope");
+        })
+    }));
+    assert!(r.is_err());
+    // After the panic nothing is routed any more (what the panic hook allocated in the scope, a
+    // backtrace's caches, may stay there).
+    let before = a.stats().entered_bytes;
+    let outside = vec![9u8; 20_000];
+    assert_eq!(
+        a.stats().entered_bytes,
+        before,
+        "routed after the scope ended"
+    );
+    drop((kept, outside));
+    // Another thread waits for a scope, then proceeds.
+    std::thread::scope(|s| {
+        let a = &a;
+        a.enter(|| {
+            let t = s.spawn(move || a.stats());
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            t
+        })
+        .join()
+        .unwrap();
+    });
+}
+
+/// The shadow model's global-allocator operations, run inside a scope: every block of the model
+/// comes from the heap, is checked, and freed; the heap ends with nothing entered.
+#[test]
+fn the_shadow_model_runs_inside_a_scope() {
+    let _turn = turn();
+    let heap = Heap::new();
+    for s in 0..20 {
+        heap.enter(|| shadow::Shadow::new(&GLOBAL).run(&seed::input(500 + s, 2048)));
+    }
+    heap.enter(|| {});
+    assert_eq!(heap.stats().entered_bytes, 0, "{:?}", heap.stats());
+}

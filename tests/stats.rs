@@ -447,6 +447,8 @@ fn cumulative_counters_and_json() {
     ] {
         assert_eq!(v[key].as_u64(), Some(want as u64), "{key} in {text}");
     }
+    // A Rust program passes every size: requested bytes are known.
+    assert_eq!(v["requested_known"].as_bool(), Some(true), "{text}");
     let classes = v["classes"].as_array().unwrap();
     assert_eq!(classes.len(), after.classes().len());
     assert_eq!(

@@ -27,7 +27,7 @@ pub struct NoThrow {
 /// The alignment the aligned forms use: the argument, at least what `malloc` gives that size.
 #[inline(always)]
 fn align_of_new(size: usize, align: usize) -> usize {
-    align.max(crate::align_for(size))
+    align.max(crate::malloc::align_for(size))
 }
 
 // --- failure: the new-handler loop and std::bad_alloc ---------------------------------------------
@@ -142,7 +142,7 @@ fn allocate(size: usize, align: usize) -> *mut c_void {
     } else if align.is_power_of_two()
         && size
             .checked_add(align)
-            .is_some_and(|t| t <= crate::MAX_REQUEST)
+            .is_some_and(|t| t <= crate::malloc::MAX_REQUEST)
     {
         raw::alloc(size, align_of_new(size, align)).cast()
     } else {
@@ -266,4 +266,31 @@ deletes! {
     _ZdaPvm(p, size: usize) => delete_sized(p, size, 0);
     _ZdlPvmSt11align_val_t(p, size: usize, align: usize) => delete_sized(p, size, align);
     _ZdaPvmSt11align_val_t(p, size: usize, align: usize) => delete_sized(p, size, align);
+}
+
+/// Refers to every operator of this file, so that the linker keeps them all in an executable that
+/// links this library as an rlib (see [`crate::link`]).
+pub(crate) fn keep() {
+    keep!(
+        _Znwm,
+        _Znam,
+        _ZnwmSt11align_val_t,
+        _ZnamSt11align_val_t,
+        _ZnwmRKSt9nothrow_t,
+        _ZnamRKSt9nothrow_t,
+        _ZnwmSt11align_val_tRKSt9nothrow_t,
+        _ZnamSt11align_val_tRKSt9nothrow_t,
+        _ZdlPv,
+        _ZdaPv,
+        _ZdlPvRKSt9nothrow_t,
+        _ZdaPvRKSt9nothrow_t,
+        _ZdlPvSt11align_val_t,
+        _ZdaPvSt11align_val_t,
+        _ZdlPvSt11align_val_tRKSt9nothrow_t,
+        _ZdaPvSt11align_val_tRKSt9nothrow_t,
+        _ZdlPvm,
+        _ZdaPvm,
+        _ZdlPvmSt11align_val_t,
+        _ZdaPvmSt11align_val_t,
+    );
 }

@@ -2,10 +2,17 @@
 //! allocation functions, with glibc's semantics (errno, null cases, overflow checks), over
 //! [`poolalloc::raw`].
 //!
+//! Two ways to use it. As a shared library, for any program:
+//!
 //! ```text
 //! cargo build --release -p poolalloc-c
 //! LD_PRELOAD=target/release/libpoolalloc_c.so program …     # or link with -lpoolalloc_c
 //! ```
+//!
+//! Or linked into a Rust binary, so that the C and C++ code linked with it (a `-sys` crate, a
+//! file built by the `cc` crate) and libc itself allocate from the same pools as the Rust code:
+//! depend on this package, use [`PoolAlloc`](poolalloc::PoolAlloc) as the global allocator, and
+//! call [`link`] once (see there).
 //!
 //! `--features hardened` compiles in poolalloc's misuse checks, and a few of the C library's own
 //! (docs/hardening.md).
@@ -18,255 +25,59 @@
 //! and as compilers assume of `malloc`; smaller blocks are 8-aligned (no object that fits in them
 //! needs more).
 //!
-//! Linux only (glibc's allocation functions, `LD_PRELOAD`): on other targets this library is empty, so
-//! that `cargo build --workspace --target <other>` and `cargo test --workspace --target <other>` pass.
-#![cfg(target_os = "linux")]
+//! Linux only (glibc's and musl's allocation functions, `LD_PRELOAD`): on other targets this library
+//! is empty and [`link`] does nothing, so that `cargo build --workspace --target <other>` and
+//! `cargo test --workspace --target <other>` pass.
 
-use core::ffi::c_void;
-use core::ptr;
-use poolalloc::raw;
+/// Refers to each function named (its address, through `black_box`), so that the linker keeps
+/// the object file that defines it (see [`link`]).
+#[cfg(target_os = "linux")]
+macro_rules! keep {
+    ($($f:path),* $(,)?) => {$( core::hint::black_box($f as *const ()); )*};
+}
 
+#[cfg(target_os = "linux")]
 mod cpp;
+#[cfg(target_os = "linux")]
+mod malloc;
 
-/// Runs when the library is loaded (before the program's `main`): reads poolalloc's settings
-/// (`POOLALLOC_*`) and arranges the exit report `POOLALLOC_SHOW_STATS` asks for.
-extern "C" fn on_load() {
-    raw::start();
-}
-
-#[used]
-#[unsafe(link_section = ".init_array")]
-static ON_LOAD: extern "C" fn() = on_load;
-
-/// The alignment `malloc(size)` guarantees.
-#[inline(always)]
-pub(crate) fn align_for(size: usize) -> usize {
-    if size <= 8 { 8 } else { 16 }
-}
-
-/// Sizes above this are refused with ENOMEM without trying (glibc refuses above PTRDIFF_MAX).
-pub(crate) const MAX_REQUEST: usize = isize::MAX as usize;
-
-#[inline(always)]
-fn set_errno(e: i32) {
-    // SAFETY: __errno_location returns this thread's errno slot.
-    unsafe { *libc::__errno_location() = e };
-}
-
-#[inline(always)]
-fn oom() -> *mut c_void {
-    set_errno(libc::ENOMEM);
-    ptr::null_mut()
-}
-
-/// `malloc(size)`: at least `size` bytes; `malloc(0)` is a unique pointer that `free` takes.
+/// Makes `malloc`, `free`, `calloc`, `realloc`, `posix_memalign`, `aligned_alloc`,
+/// `malloc_usable_size`, the rest of this library's functions and C++'s `operator new`/`delete`
+/// this executable's own, so that every allocation of the process goes to poolalloc: the C code
+/// linked into the binary, libc's (`strdup`, `fopen`, `getaddrinfo`), and that of shared libraries,
+/// loaded at start or later with `dlopen`. Their blocks count in [`poolalloc::stats`], the
+/// purger returns their memory, and the profiler samples them (feature `profiling`).
 ///
-/// # Safety
-/// Always safe to call; the result is the caller's to free.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
-    // Sizes above MAX_REQUEST fail in the large path (no span that long can be mapped).
-    let p = raw::malloc(size);
-    if p.is_null() {
-        return oom();
+/// ```ignore
+/// #[global_allocator]
+/// static GLOBAL: poolalloc::PoolAlloc = poolalloc::PoolAlloc::new();
+///
+/// fn main() {
+///     poolalloc_c::link();
+///     // ...
+/// }
+/// ```
+///
+/// The call does nothing at run time that matters (the library's constructor has already run
+/// before `main`): it is the *reference* that counts. A Rust library an executable depends on but
+/// never names is not linked at all, and the linker takes from one it links only the object files
+/// something refers to; this function refers to every exported function, so all of them end up
+/// in the executable, where their definitions come before libc's for the whole process (a
+/// program's own `malloc` interposes on libc's: glibc and musl support it).
+///
+/// Use [`PoolAlloc`](poolalloc::PoolAlloc) as the global allocator with it: both sides then share
+/// one set of pools (this package depends on `poolalloc`, so the binary has one copy of it), and
+/// Rust keeps its sized frees. (Without it, Rust's `System` allocator calls `malloc`, which is
+/// ours too, only slower.) Once this library serves `malloc`, `PoolAlloc`'s large blocks are spans
+/// of poolalloc's own whatever [`LargeBlocks`](poolalloc::LargeBlocks) says: `System`
+/// would only come back here.
+///
+/// Linux only; elsewhere nothing is exported and this does nothing.
+#[inline(never)]
+pub fn link() {
+    #[cfg(target_os = "linux")]
+    {
+        malloc::keep();
+        cpp::keep();
     }
-    p.cast()
-}
-
-/// `free(p)`: null and pointers that are not ours are ignored.
-///
-/// # Safety
-/// `p` is null or a live block from this allocator (or one it did not hand out, which is left alone).
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn free(p: *mut c_void) {
-    // SAFETY: forwarded contract.
-    unsafe { raw::free(p.cast()) }
-}
-
-/// `calloc(n, size)`: `n * size` zeroed bytes; ENOMEM on overflow.
-///
-/// # Safety
-/// Always safe to call.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
-    let Some(total) = n.checked_mul(size).filter(|&t| t <= MAX_REQUEST) else {
-        return oom();
-    };
-    let p = raw::alloc_zeroed(total, align_for(total));
-    if p.is_null() {
-        return oom();
-    }
-    p.cast()
-}
-
-/// `realloc(p, size)`: glibc's rules: a null `p` allocates; a zero `size` with a non-null `p` frees
-/// it and returns null; on failure `p` is untouched and errno is ENOMEM.
-///
-/// # Safety
-/// `p` is null or a live block from this allocator (or a foreign one, which is copied, not freed).
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
-    if p.is_null() {
-        // SAFETY: malloc is always safe to call.
-        return unsafe { malloc(size) };
-    }
-    if size == 0 {
-        // SAFETY: forwarded contract.
-        unsafe { raw::free(p.cast()) };
-        return ptr::null_mut();
-    }
-    if size > MAX_REQUEST {
-        return oom();
-    }
-    // A span that cannot grow in place tries mremap first, which fails with ENOMEM before the
-    // move succeeds: errno must not show that on success.
-    // SAFETY: __errno_location returns this thread's errno slot.
-    let saved = unsafe { *libc::__errno_location() };
-    // SAFETY: forwarded contract.
-    let q = unsafe { raw::realloc(p.cast(), size, align_for(size)) };
-    if q.is_null() {
-        return oom();
-    }
-    set_errno(saved);
-    q.cast()
-}
-
-/// `reallocarray(p, n, size)`: `realloc(p, n * size)` with an overflow check (ENOMEM, `p` untouched).
-///
-/// # Safety
-/// As [`realloc`].
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn reallocarray(p: *mut c_void, n: usize, size: usize) -> *mut c_void {
-    match n.checked_mul(size) {
-        // SAFETY: forwarded contract.
-        Some(total) => unsafe { realloc(p, total) },
-        None => oom(),
-    }
-}
-
-/// An aligned block for the memalign family: `align` is a power of two.
-fn aligned(align: usize, size: usize) -> *mut c_void {
-    if size > MAX_REQUEST {
-        return oom();
-    }
-    let p = raw::alloc(size, align.max(align_for(size)));
-    if p.is_null() {
-        return oom();
-    }
-    p.cast()
-}
-
-/// `posix_memalign(out, align, size)`: EINVAL unless `align` is a power of two and a multiple of
-/// `sizeof(void *)`; ENOMEM when out of memory; errno is left alone.
-///
-/// # Safety
-/// `out` must be valid for a pointer write.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn posix_memalign(out: *mut *mut c_void, align: usize, size: usize) -> i32 {
-    if !align.is_power_of_two() || align % size_of::<*mut c_void>() != 0 {
-        return libc::EINVAL;
-    }
-    // SAFETY: __errno_location returns this thread's errno slot.
-    let saved = unsafe { *libc::__errno_location() };
-    let p = aligned(align, size);
-    set_errno(saved);
-    if p.is_null() {
-        return libc::ENOMEM;
-    }
-    // SAFETY: out is valid for a write (caller).
-    unsafe { *out = p };
-    0
-}
-
-/// `memalign(align, size)`, glibc's way: an alignment that is not a power of two is rounded up to
-/// one; one above `SIZE_MAX / 2 + 1` is EINVAL.
-///
-/// # Safety
-/// Always safe to call.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
-    if align > usize::MAX / 2 + 1 {
-        set_errno(libc::EINVAL);
-        return ptr::null_mut();
-    }
-    aligned(align.max(1).next_power_of_two(), size)
-}
-
-/// `aligned_alloc(align, size)`: as [`memalign`] (what glibc 2.36 does; it accepts any
-/// alignment and rounds it up to a power of two).
-///
-/// # Safety
-/// Always safe to call.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void {
-    // SAFETY: always safe.
-    unsafe { memalign(align, size) }
-}
-
-fn page_size() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    let r = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if r > 0 { r as usize } else { 4096 }
-}
-
-/// `valloc(size)`: page-aligned.
-///
-/// # Safety
-/// Always safe to call.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn valloc(size: usize) -> *mut c_void {
-    aligned(page_size(), size)
-}
-
-/// `pvalloc(size)`: page-aligned, the size rounded up to whole pages (one page for 0).
-///
-/// # Safety
-/// Always safe to call.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pvalloc(size: usize) -> *mut c_void {
-    let page = page_size();
-    let Some(rounded) = size.max(1).checked_add(page - 1).map(|s| s & !(page - 1)) else {
-        return oom();
-    };
-    aligned(page, rounded)
-}
-
-/// `malloc_usable_size(p)`: bytes of the block that may be used; 0 for null and foreign pointers.
-///
-/// # Safety
-/// `p` is null or a live block from this allocator (or a foreign one).
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn malloc_usable_size(p: *mut c_void) -> usize {
-    // SAFETY: forwarded contract.
-    unsafe { raw::usable_size(p.cast()) }.unwrap_or(0)
-}
-
-/// C23 `free_sized(p, size)`: `free`, the size being a promise we do not need.
-///
-/// # Safety
-/// As [`free`].
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn free_sized(p: *mut c_void, _size: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { raw::free(p.cast()) }
-}
-
-/// C23 `free_aligned_sized(p, align, size)`: `free`.
-///
-/// # Safety
-/// As [`free`].
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn free_aligned_sized(p: *mut c_void, _align: usize, _size: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { raw::free(p.cast()) }
-}
-
-/// `malloc_trim(pad)`: returns free memory to the OS ([`poolalloc::trim`]'s work); 1 when the
-/// resident set shrank, else 0.
-///
-/// # Safety
-/// Always safe to call.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn malloc_trim(_pad: usize) -> i32 {
-    raw::trim() as i32
 }

@@ -22,8 +22,15 @@ fn workspace() -> PathBuf {
         .to_path_buf()
 }
 
-/// The profiling library and the test program, built once under `target/capi-test-prof`.
+/// The profiling library and the test program, built once under `target/capi-test-prof` (once for
+/// all the tests of this file: two builds at once would rewrite the program while the other test
+/// runs it, ETXTBSY).
 fn build() -> (PathBuf, PathBuf) {
+    static BUILT: std::sync::OnceLock<(PathBuf, PathBuf)> = std::sync::OnceLock::new();
+    BUILT.get_or_init(build_once).clone()
+}
+
+fn build_once() -> (PathBuf, PathBuf) {
     let root = workspace().join("target").join("capi-test-prof");
     fs::create_dir_all(&root).unwrap();
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
@@ -112,4 +119,51 @@ fn out_pid(dir: &Path) -> u32 {
         .and_then(|n| n.strip_suffix(".pb.gz"))
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("unexpected file {}", names[0]))
+}
+
+/// Profiles on demand through the C library: `POOLALLOC_PROF_SIGNAL=1` and
+/// `POOLALLOC_PROF_EVERY_S=1` on `sleep 2.5`, sent `SIGUSR2` once: numbered profiles
+/// `<prefix>.<pid>.<seq>.pb.gz` (two or more every second, one on the signal) besides the exit's,
+/// each one a pprof file, and the signal does not end the program (the profiler handles it).
+#[test]
+fn numbered_profiles_on_a_signal_and_every_second() {
+    let (so, _) = build();
+    let dir = workspace()
+        .join("target")
+        .join("capi-test-prof")
+        .join("on-demand");
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap();
+    let mut child = Command::new("sleep")
+        .arg("2.5")
+        .env("LD_PRELOAD", &so)
+        .env("POOLALLOC_PROF", dir.join("heap"))
+        .env("POOLALLOC_PROF_SIGNAL", "1")
+        .env("POOLALLOC_PROF_EVERY_S", "1")
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    let kill = Command::new("kill")
+        .args(["-USR2", &child.id().to_string()])
+        .env_remove("LD_PRELOAD")
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let st = child.wait().unwrap();
+    assert!(st.success(), "sleep under the preload: {st:?}");
+    let mut names: Vec<String> = fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let numbered: Vec<&String> = names.iter().filter(|n| n.split('.').count() == 5).collect();
+    assert!(
+        numbered.len() >= 3,
+        "expected 3 or more numbered profiles (1 signal, 2 periodic), found {names:?}"
+    );
+    for n in &numbered {
+        let p = pprof::read(&dir.join(n));
+        assert!(p.index_of("inuse_space") < 4, "{n}: no inuse_space");
+    }
+    assert_eq!(names.len(), numbered.len() + 1, "and the exit's: {names:?}");
 }

@@ -831,6 +831,25 @@ fn settings_from_the_environment_under_the_preload() {
         "{err}"
     );
     assert!(err.contains("poolalloc: stats at exit"), "{err}");
+    // C's malloc passes no size to free: the report says requested sizes are not known instead
+    // of printing zero and calling the live bytes waste.
+    assert!(
+        err.contains("(n/a requested)") && err.contains("the C interface's malloc passes no size"),
+        "{err}"
+    );
+    let table: Vec<&str> = err
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("slot"))
+        .skip(1)
+        .take_while(|l| !l.starts_with("small:"))
+        .collect();
+    assert!(!table.is_empty(), "{err}");
+    assert!(
+        table
+            .iter()
+            .all(|l| l.split_whitespace().filter(|w| *w == "n/a").count() == 3),
+        "requested, waste and util% are n/a on every line: {err}"
+    );
     // Invalid and unknown: one line each, naming them; the program runs on.
     let err = run(&[
         ("POOLALLOC_PURGE_DELAY_MS", "soon"),

@@ -44,6 +44,11 @@ pub fn map_sparse(size: usize) -> *mut u8 {
     map(size)
 }
 
+/// Not available here: no memory here faults on access.
+pub fn reserve_inaccessible(_size: usize) -> *mut u8 {
+    ptr::null_mut()
+}
+
 /// Not available here: nothing that remains without the pools asks for it.
 pub fn map_aligned(_size: usize, _align: usize) -> *mut u8 {
     ptr::null_mut()
@@ -77,6 +82,11 @@ pub unsafe fn protect(_p: *mut u8, _size: usize, _writable: bool) -> bool {
 
 /// See `os::is_stack_or_image`.
 pub fn is_stack_or_image(_p: *const u8) -> bool {
+    false
+}
+
+/// See `os::is_unmapped`: not told here.
+pub fn is_unmapped(_p: *const u8) -> bool {
     false
 }
 

@@ -6,7 +6,11 @@
 //! |---------------|-----------------------------------------------------|----------|
 //! | `unix.rs`     | Linux (glibc, musl), macOS, FreeBSD; 64- and 32-bit | `Pools`  |
 //! | `windows.rs`  | Windows, 64-bit                                     | `Pools`  |
-//! | `fallback.rs` | everything else (wasm32, 32-bit Windows, no port)   | `System` |
+//! | `wasm.rs`     | wasm32: unknown-unknown, wasip1, wasip1-threads     | `Pools`  |
+//! | `fallback.rs` | everything else (32-bit Windows, no port)           | `System` |
+//!
+//! Which file serves a target is decided in `build.rs` (the cfgs `poolalloc_port` and
+//! `poolalloc_pools`), nowhere else.
 //!
 //! On a platform with no port the pools are not compiled at all: `PoolAlloc` forwards every call
 //! to `std::alloc::System` ([`BACKEND`] says which is live), and the fallback file provides only
@@ -31,6 +35,7 @@
 //! - [`map`]: fresh, zeroed, committed read-write memory. [`map_aligned`]: the same, its start a
 //!   multiple of `align`. [`map_sparse`]: zeroed address space of which only touched pages cost
 //!   memory (a large table).
+//! - [`reserve_inaccessible`]: address space that faults on any access (no memory).
 //! - [`unmap`]: gives back a whole mapping made here (from its start, of its current length).
 //!   [`unmap_part`]: gives back the memory of part of one; where [`PARTIAL_UNMAP`] is false
 //!   (Windows) the part's address space stays reserved until its mapping is unmapped whole.
@@ -47,6 +52,8 @@
 //! - [`watch_thread_exit`]: the hook runs when the calling thread exits.
 //! - [`at_fork`]: hooks around `fork` (nothing where there is no fork).
 //! - [`spawn_purger`], [`sleep_ms`]: the background purger's thread, detached, small stack.
+//! - `watch_user_signal` (Unix only): sets a flag on `SIGUSR2`, unless the program handles that
+//!   signal itself (the profiler's dump on demand).
 //! - [`yield_now`]: gives the core away (the lock's back-off).
 //! - [`random_seed`]: entropy for the `hardened` keys (never fails: falls back to the clock and
 //!   addresses). [`now_ms`]: a coarse monotonic clock. [`rss_bytes`]: the resident set.
@@ -54,8 +61,8 @@
 //!   then abort). [`for_each_env`]: the environment's entries, read without allocating.
 //!   [`at_exit`]: a hook when the process exits normally; [`run_at_start!`]: a function run
 //!   before `main` (or when the shared library is loaded).
-//! - [`is_stack_or_image`]: whether a pointer is certainly no heap memory (`hardened`'s check of
-//!   a pointer freed that is not ours).
+//! - [`is_stack_or_image`], [`is_unmapped`]: whether a pointer is certainly no heap memory
+//!   (`hardened`'s check of a pointer freed that is not ours).
 //! - [`copy_readable`]: copies memory that may not all be mapped, without faulting (the C
 //!   library's realloc of a block it did not allocate). [`trim_system_allocator`]: asks the
 //!   system allocator to return its free memory (glibc's `malloc_trim`; nothing elsewhere).
@@ -126,6 +133,9 @@ mod fallback;
 #[cfg(not(poolalloc_pools))]
 use fallback as imp;
 
+#[cfg(poolalloc_port = "unix")]
+#[allow(unused_imports)]
+pub use imp::watch_user_signal;
 #[allow(unused_imports)]
 pub use imp::{
     BACKEND, PARTIAL_UNMAP, RETURNS_MEMORY, at_exit, at_fork, copy_readable, fatal_write_and_abort,
@@ -227,6 +237,14 @@ pub fn map_sparse(size: usize) -> *mut u8 {
     imp::map_sparse(size)
 }
 
+/// Address space of `size` bytes (a page multiple) that faults on any access and costs no memory;
+/// null where the OS cannot give such (wasm32) or refuses. Never given back. (`hardened`'s
+/// zero-size blocks.)
+#[cfg_attr(not(feature = "hardened"), allow(dead_code))]
+pub fn reserve_inaccessible(size: usize) -> *mut u8 {
+    imp::reserve_inaccessible(size)
+}
+
 /// Gives back a whole mapping.
 ///
 /// # Safety
@@ -317,6 +335,14 @@ pub unsafe fn protect(p: *mut u8, size: usize, writable: bool) -> bool {
 #[cfg_attr(not(feature = "hardened"), allow(dead_code))]
 pub fn is_stack_or_image(p: *const u8) -> bool {
     imp::is_stack_or_image(p)
+}
+
+/// True when nothing at all is mapped at `p`'s page (so no allocator's block can be there). False
+/// when unsure, and on systems where it cannot tell (everything but Linux and wasm32). A system
+/// call; allocates nothing.
+#[cfg_attr(not(feature = "hardened"), allow(dead_code))]
+pub fn is_unmapped(p: *const u8) -> bool {
+    imp::is_unmapped(p)
 }
 
 /// Injected OS failures for unit tests: the calling thread's next `n` calls that map (or, apart,

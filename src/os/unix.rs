@@ -14,7 +14,7 @@
 //!   `thread_local!` (see [`thread_slot`]).
 
 use core::ptr;
-use core::sync::atomic::{AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 
 /// The allocator `PoolAlloc` uses here.
 pub const BACKEND: super::Backend = super::Backend::Pools;
@@ -63,6 +63,31 @@ pub fn map_sparse(size: usize) -> *mut u8 {
     #[cfg(not(all(any(target_os = "linux", target_os = "android"), not(miri))))]
     let extra = 0;
     mmap_anon(size, extra)
+}
+
+/// Address space that faults on any access (`PROT_NONE`), costing no memory.
+pub fn reserve_inaccessible(size: usize) -> *mut u8 {
+    #[cfg(all(any(target_os = "linux", target_os = "android"), not(miri)))]
+    let extra = libc::MAP_NORESERVE;
+    #[cfg(not(all(any(target_os = "linux", target_os = "android"), not(miri))))]
+    let extra = 0;
+    // SAFETY: an anonymous private mapping at an address of the kernel's choosing touches no
+    // existing memory; the result is checked against MAP_FAILED.
+    let p = unsafe {
+        libc::mmap(
+            ptr::null_mut(),
+            size,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANON | extra,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        ptr::null_mut()
+    } else {
+        p.cast()
+    }
 }
 
 /// Over-maps by `align` and unmaps the unaligned head and tail.
@@ -277,6 +302,29 @@ pub fn is_stack_or_image(_p: *const u8) -> bool {
     false
 }
 
+/// See `os::is_unmapped`: `msync` of the page fails with `ENOMEM` where nothing is mapped.
+#[cfg(target_os = "linux")]
+pub fn is_unmapped(p: *const u8) -> bool {
+    let page = p as usize & !(super::page_size() - 1);
+    // SAFETY: msync only inspects the range (MS_ASYNC schedules nothing for anonymous memory); an
+    // unmapped range is reported, not touched.
+    let r = unsafe {
+        libc::msync(
+            page as *mut libc::c_void,
+            super::page_size(),
+            libc::MS_ASYNC,
+        )
+    };
+    // SAFETY: errno is this thread's, read right after the call.
+    r != 0 && unsafe { *libc::__errno_location() } == libc::ENOMEM
+}
+
+/// See `os::is_unmapped`: not told here.
+#[cfg(not(target_os = "linux"))]
+pub fn is_unmapped(_p: *const u8) -> bool {
+    false
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Threads.
 
@@ -424,6 +472,45 @@ pub fn spawn_purger(body: fn()) -> bool {
         let r = libc::pthread_create(&mut tid, &attr, purger_main, ptr::null_mut());
         libc::pthread_attr_destroy(&mut attr);
         r == 0
+    }
+}
+
+/// The flag `watch_user_signal` sets (null until it is called).
+static USER_SIGNAL_FLAG: AtomicPtr<AtomicBool> = AtomicPtr::new(ptr::null_mut());
+
+extern "C" fn on_user_signal(_: libc::c_int) {
+    // Async-signal-safe: two atomic operations.
+    let f = USER_SIGNAL_FLAG.load(Ordering::Acquire);
+    if !f.is_null() {
+        // SAFETY: only `watch_user_signal` stores here, a `&'static AtomicBool`.
+        unsafe { (*f).store(true, Ordering::Release) };
+    }
+}
+
+/// Sets `flag` whenever the process receives `SIGUSR2`, if nothing else handles that signal (its
+/// disposition is the default, or this handler already). False, leaving the program's own handler
+/// alone, when it has one, or when the OS refuses.
+pub fn watch_user_signal(flag: &'static AtomicBool) -> bool {
+    USER_SIGNAL_FLAG.store(
+        flag as *const AtomicBool as *mut AtomicBool,
+        Ordering::Release,
+    );
+    let ours = on_user_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    // SAFETY: zeroed is a valid sigaction; the pointers are valid for the calls; the handler is
+    // async-signal-safe and lives forever.
+    unsafe {
+        let mut old: libc::sigaction = core::mem::zeroed();
+        if libc::sigaction(libc::SIGUSR2, ptr::null(), &mut old) != 0 {
+            return false;
+        }
+        if old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != ours {
+            return false;
+        }
+        let mut new: libc::sigaction = core::mem::zeroed();
+        new.sa_sigaction = ours;
+        new.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut new.sa_mask);
+        libc::sigaction(libc::SIGUSR2, &new, ptr::null_mut()) == 0
     }
 }
 

@@ -237,6 +237,11 @@ pub fn map_aligned(size: usize, align: usize) -> *mut u8 {
     map_with(size, align)
 }
 
+/// Every byte of linear memory can be read and written: nothing faults.
+pub fn reserve_inaccessible(_size: usize) -> *mut u8 {
+    ptr::null_mut()
+}
+
 /// Linear memory has no lazily backed pages: a sparse mapping is a plain one.
 pub fn map_sparse(size: usize) -> *mut u8 {
     map(size)
@@ -303,6 +308,11 @@ unsafe extern "C" {
 /// Below `__heap_base` lie the stack and the module's static data: no allocator's memory.
 pub fn is_stack_or_image(p: *const u8) -> bool {
     (p as usize) < &raw const __heap_base as usize
+}
+
+/// Linear memory is mapped from 0 to its size: beyond it nothing is.
+pub fn is_unmapped(p: *const u8) -> bool {
+    (p as usize) >= memory_size().saturating_mul(PAGE)
 }
 
 /// Entropy for the `hardened` keys: WASI's `random_get` (through std's hash keys, which allocate

@@ -84,6 +84,11 @@ fn valloc(at: *mut u8, size: usize, kind: u32, prot: u32) -> *mut u8 {
     unsafe { VirtualAlloc(at.cast_const().cast(), size, kind, prot).cast() }
 }
 
+/// Reserved address space (`PAGE_NOACCESS`, never committed): any access faults.
+pub fn reserve_inaccessible(size: usize) -> *mut u8 {
+    valloc(ptr::null_mut(), size, MEM_RESERVE, PAGE_NOACCESS)
+}
+
 pub fn map(size: usize) -> *mut u8 {
     valloc(
         ptr::null_mut(),
@@ -194,6 +199,11 @@ pub unsafe fn protect(p: *mut u8, size: usize, writable: bool) -> bool {
 
 /// See `os::is_stack_or_image`: not told apart here.
 pub fn is_stack_or_image(_p: *const u8) -> bool {
+    false
+}
+
+/// See `os::is_unmapped`: not told here.
+pub fn is_unmapped(_p: *const u8) -> bool {
     false
 }
 

@@ -21,6 +21,7 @@
 
 if_profiled! {
     mod flamegraph;
+    mod on_demand;
     mod pprof;
     mod sampler;
     mod table;
@@ -45,6 +46,7 @@ if_not_profiled! {
 use std::fmt;
 use std::io::{self, Write};
 use std::path::Path;
+use std::time::Duration;
 
 /// How the profiler samples.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -141,6 +143,69 @@ pub fn dump(path: impl AsRef<Path>) -> Result<(), Error> {
     Ok(())
 }
 
+/// When the profiler writes profiles by itself, besides [`dump`] calls and the exit dump of
+/// `POOLALLOC_PROF`: each one is `<prefix>.<pid>.<seq>.pb.gz`, `seq` counting from 1 in the
+/// process. The environment says the same with `POOLALLOC_PROF` (the prefix, and the profiler
+/// started at start-up), `POOLALLOC_PROF_PEAK`, `POOLALLOC_PROF_SIGNAL` and
+/// `POOLALLOC_PROF_EVERY_S`; [`dump_on`] wins over it.
+///
+/// A thread of the profiler's own (`poolalloc-prof`) looks every 50 ms and writes what is due, so
+/// nothing is written in an allocating thread or in a signal handler; a peak that lasts less than
+/// that can be missed.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Dumps {
+    /// The path prefix of the files.
+    pub prefix: String,
+    /// A dump each time the profile's live bytes (its estimate, `inuse_space`) reach this factor
+    /// (above 1, to a thousandth) times those at the last such dump; the first at this factor
+    /// times 1 MiB. `None`: never.
+    pub peak_factor: Option<f64>,
+    /// A dump when the process receives `SIGUSR2` (Unix; refused if the program handles that
+    /// signal itself).
+    pub on_signal: bool,
+    /// A dump every period (whole seconds, at least one). `None`: never.
+    pub every: Option<Duration>,
+}
+
+/// Makes the profiler write profiles by itself when `d` says (see [`Dumps`]), from now on, in
+/// place of what was set before or by the environment. It writes what the sampling recorded: start
+/// it ([`start`]) for the profiles to hold anything. Errors: [`Error::Unsupported`] where there is
+/// no profiler; [`Error::Io`] (`InvalidInput`) for a prefix that is empty or longer than 480 bytes,
+/// a factor not above 1, or a signal the program handles itself (the other dumps are set anyway).
+pub fn dump_on(d: &Dumps) -> Result<(), Error> {
+    if_profiled! {
+        let invalid = |what: &str| Error::Io(io::Error::new(io::ErrorKind::InvalidInput, what));
+        let peak = match d.peak_factor {
+            None => 0,
+            Some(f) if f > 1.0 && f <= 1000.0 => (f * 1000.0).round() as usize,
+            Some(_) => return Err(invalid("the peak factor must be above 1 (and at most 1000)")),
+        };
+        let every = d.every.map_or(0, |p| p.as_secs().max(1) as usize);
+        if !crate::settings::set_prof_dumps(d.prefix.as_bytes(), peak, d.on_signal, every) {
+            return Err(invalid("the prefix must be 1 to 480 bytes, without NUL"));
+        }
+        if !on_demand::arm() {
+            return Err(invalid("SIGUSR2 is handled by the program, or the dump thread did not start"));
+        }
+        return Ok(());
+    }
+    #[allow(unreachable_code)]
+    {
+        let _ = d;
+        Err(Error::Unsupported)
+    }
+}
+
+/// How many profiles [`dump_on`] (or the environment's `POOLALLOC_PROF_PEAK`, `_SIGNAL`,
+/// `_EVERY_S`) had the profiler write so far; the last one is `<prefix>.<pid>.<this>.pb.gz`.
+pub fn dumps_written() -> usize {
+    if_profiled! {
+        return on_demand::written();
+    }
+    #[allow(unreachable_code)]
+    0
+}
+
 /// Writes a flamegraph (SVG, `inferno`) of the live bytes by stack to `path`, symbolized like
 /// [`dump`]'s profile. Allocates (nothing it allocates is sampled).
 pub fn flamegraph(path: impl AsRef<Path>) -> Result<(), Error> {
@@ -188,7 +253,12 @@ pub(crate) fn start_from_env() -> bool {
         seed: 0,
     };
     match start(config) {
-        Ok(()) => true,
+        Ok(()) => {
+            if_profiled! {
+                on_demand::arm();
+            }
+            true
+        }
         Err(e) => {
             crate::settings::say(format_args!("POOLALLOC_PROF ignored: {e}"));
             false

@@ -63,6 +63,8 @@ struct Tables {
     stack_count: usize,
     /// Samples not recorded because a table was full or could not be mapped.
     dropped: usize,
+    /// The estimated live bytes: the sum of `weight * size` over the live records.
+    live_bytes: f64,
 }
 
 // SAFETY: the pointer names memory mapped for the stack table, used only under the lock.
@@ -73,6 +75,7 @@ static TABLES: Lock<Tables> = Lock::new(Tables {
     stacks: ptr::null_mut(),
     stack_count: 0,
     dropped: 0,
+    live_bytes: 0.0,
 });
 
 /// Set at the first record and never cleared: until then a free does not even read the filter.
@@ -170,8 +173,10 @@ pub fn insert(addr: usize, size: usize, weight: f64, frames: &[usize]) {
     }
     match t.records.insert(addr, Sampled { size, weight, stack }) {
         Err(_) => t.dropped += 1,
-        Ok(Some(_)) => {} // a block freed while the profiler was off, its address reused
+        // A block freed while the profiler was off, its address reused: the new record stands.
+        Ok(Some(old)) => t.live_bytes += weight * size as f64 - old.weight * old.size as f64,
         Ok(None) => {
+            t.live_bytes += weight * size as f64;
             FILTER[hash_addr(addr, FILTER_BITS)].fetch_add(1, Relaxed);
             ARMED.store(true, Relaxed);
         }
@@ -183,9 +188,16 @@ pub fn insert(addr: usize, size: usize, weight: f64, frames: &[usize]) {
 #[inline(never)]
 pub fn remove(addr: usize) {
     // None: a false positive of the filter.
-    if TABLES.lock().records.remove(addr).is_some() {
+    let mut t = TABLES.lock();
+    if let Some(r) = t.records.remove(addr) {
+        t.live_bytes -= r.weight * r.size as f64;
         FILTER[hash_addr(addr, FILTER_BITS)].fetch_sub(1, Relaxed);
     }
+}
+
+/// The estimated live bytes of the sampled blocks' stacks (what a dump's `inuse_space` totals).
+pub fn live_bytes() -> f64 {
+    TABLES.lock().live_bytes.max(0.0)
 }
 
 /// A copy of the tables for a dump: the live records, the stacks (by slot), samples dropped.

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 // Hides a pointer's origin from the compiler, so that it neither warns about nor optimizes away
 // the misuse.
@@ -102,6 +103,22 @@ static void free_stack(void) {
   setup();
   free(launder(local));
 }
+static void free_wild_1(void) {
+  setup();
+  free(launder((void *)1));
+}
+static void free_low_page(void) {
+  setup();
+  free(launder((void *)0x1000));
+}
+static void free_unmapped(void) {
+  setup();
+  // A page that was mapped and is no longer: nothing is there.
+  char *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) exit(2);
+  munmap(p, 4096);
+  free(launder(p + 64));
+}
 static void free_global(void) {
   setup();
   free(launder(global_array));
@@ -148,6 +165,23 @@ static void zero_size_write(void) {
   free((void *)p);
 }
 
+// Not a misuse: what C allows of zero-size blocks (distinct, freeable, reallocable, usable size
+// 0); must survive under every allocator.
+static void zero_size_legal(void) {
+  setup();
+  char *a = malloc(0), *b = malloc(0), *c = calloc(0, 8);
+  if (a == b || (a && a == c) || (b && b == c)) {
+    printf("zero-size blocks not distinct\n");
+    exit(3);
+  }
+  a = realloc(a, 100);
+  if (!a) exit(3);
+  memset(a, 'r', 100);
+  free(a);
+  free(b);
+  free(c);
+}
+
 struct kind {
   const char *name;
   misuse_fn run;
@@ -162,6 +196,9 @@ static const struct kind KINDS[] = {
     {"free_unaligned", free_unaligned, 1},
     {"free_stack", free_stack, 0},
     {"free_global", free_global, 0},
+    {"free_wild_1", free_wild_1, 0},
+    {"free_low_page", free_low_page, 0},
+    {"free_unmapped", free_unmapped, 0},
     {"write_after_free_start", write_after_free_start, 1},
     {"write_after_free_middle", write_after_free_middle, 1},
     {"overflow_1", overflow_1, 1},
@@ -170,6 +207,7 @@ static const struct kind KINDS[] = {
     {"underflow_1m", underflow_1m, 1},
     {"zero_size_read", zero_size_read, 0},
     {"zero_size_write", zero_size_write, 0},
+    {"zero_size_legal", zero_size_legal, 0},
 };
 
 static const struct {
