@@ -116,6 +116,7 @@ unsafe impl GlobalAlloc for Rlsf<'_> {
 #[derive(Clone, Copy, PartialEq)]
 enum Who {
     PoolAlloc,
+    Region,
     System,
     Talc,
     Rlsf,
@@ -125,8 +126,9 @@ enum Who {
 }
 
 impl Who {
-    const ALL: [Who; 7] = [
+    const ALL: [Who; 8] = [
         Who::PoolAlloc,
+        Who::Region,
         Who::System,
         Who::Talc,
         Who::Rlsf,
@@ -138,6 +140,7 @@ impl Who {
     fn name(self) -> &'static str {
         match self {
             Who::PoolAlloc => "poolalloc (PoolAlloc)",
+            Who::Region => "poolalloc::region (RegionAlloc)",
             Who::System => {
                 if cfg!(target_family = "wasm") {
                     "System (wasi-libc dlmalloc)"
@@ -162,6 +165,13 @@ impl Who {
     fn with<R>(self, region: &Region, f: impl FnOnce(&dyn GlobalAlloc) -> R) -> R {
         match self {
             Who::PoolAlloc => f(&poolalloc::PoolAlloc::new()),
+            Who::Region => {
+                // SAFETY: the region is ours, unused, and outlives the allocator.
+                let r = poolalloc::region::RegionAlloc::new(unsafe {
+                    poolalloc::region::Region::from_raw(region.ptr, region.len)
+                });
+                f(&r)
+            }
             Who::System => f(&System),
             Who::Talc => {
                 // SAFETY: the region is ours, unused, and outlives the allocator.
