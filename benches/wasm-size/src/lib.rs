@@ -10,7 +10,9 @@ static mut ARENA: [u8; 64 * 1024] = [0; 64 * 1024];
 #[global_allocator]
 static A: poolalloc::region::RegionAlloc =
     // SAFETY: the arena is this allocator's alone.
-    poolalloc::region::RegionAlloc::new(unsafe { poolalloc::region::Region::array(&raw mut ARENA) });
+    poolalloc::region::RegionAlloc::new(unsafe {
+        poolalloc::region::Region::array(&raw mut ARENA)
+    });
 
 #[cfg(feature = "talc")]
 static mut ARENA: [u8; 64 * 1024] = [0; 64 * 1024];
