@@ -89,7 +89,7 @@ pub fn table(
             rss.iter().copied().fold(0.0, f64::max),
         );
         s += &format!(
-            "\nHardened cost, geometric mean over the workloads: **{:.2}** (target: at most 1.05, never above 1.10).\n",
+            "\nHardened cost, geometric mean over the workloads: **{:.2}** (`hardened`, its default level; target: at most 1.10, never above 1.25).\n",
             geomean(&costs)
         );
     }
