@@ -2,18 +2,15 @@
 //! There is no OS to map from: only the module's linear memory, which grows by 64 KiB pages
 //! (`memory.grow`) and never shrinks.
 //!
-//! - **Memory.** Mappings are page ranges of linear memory. What is unmapped (whole or in part)
-//!   goes on a free list kept here, in the freed pages themselves: address-ordered, neighbours
-//!   merged, searched first-fit for the size and alignment asked. Only when no range fits does
-//!   memory grow, by exactly what the request needs from the current end; the pages skipped to
-//!   reach an alignment go on the list. Memory handed out is zeroed: fresh pages are, and a
-//!   reused range that was written is zeroed here. Nothing ever goes back to the host
+//! - **Memory.** Mappings are blocks of the system allocator (dlmalloc), page-sized and aligned as
+//!   asked, zeroed; unmapped, they go back to it, so what chunks and spans free serves its large
+//!   blocks and later mappings alike. poolalloc never calls `memory.grow` itself: dlmalloc grows
+//!   memory in steps it assumes contiguous, and a second allocator growing memory between them on
+//!   another thread corrupts its heap (seen under wasi-threads, 2026-11-25, with a free list of
+//!   pages of our own that grew memory directly). Nothing ever goes back to the host
 //!   ([`RETURNS_MEMORY`] is false): the chunk source keeps empty chunks for any class instead of
-//!   purging them, and a [`purge`] only zeroes.
-//! - **Neighbours.** Other allocators of the module (std's dlmalloc, which serves large blocks as
-//!   the system allocator; wasi-libc's malloc) grow the same memory. `memory.grow` hands each its
-//!   own pages, so they share the address space without knowing of each other; a grow that
-//!   another caller overtook is kept on the list and the grow tried again.
+//!   purging them, and a [`purge`] only zeroes. Part of a mapping cannot be unmapped
+//!   ([`PARTIAL_UNMAP`] is false): chunks are mapped one at a time.
 //! - **Threads.** Without shared memory (`wasm32-unknown-unknown`, `wasm32-wasip1`) there is one
 //!   thread: the thread slot is a plain static and no thread ever exits before the module ends.
 //!   On `wasm32-wasip1-threads` the slot is a TLS word (`thread_local!`) and wasi-libc's pthread
@@ -22,8 +19,9 @@
 //!   There is no purger thread (nothing could be returned) and no fork.
 //! - The rest (clock, stderr, environment, start hooks) is `fallback.rs`'s: what `std` gives.
 
+use core::alloc::{GlobalAlloc, Layout};
 use core::ptr;
-use spin::Mutex;
+use std::alloc::System;
 
 pub use super::fallback::{
     at_exit, at_fork, copy_readable, fatal_write_and_abort, for_each_env, keep_stderr,
@@ -34,8 +32,8 @@ pub(crate) use super::fallback::{run_at_start, thread_slot};
 /// The pools run here.
 pub const BACKEND: super::Backend = super::Backend::Pools;
 
-/// Any page-aligned part of a mapping can be unmapped (it goes on the free list).
-pub const PARTIAL_UNMAP: bool = true;
+/// A mapping is a block of the system allocator's: it goes back whole.
+pub const PARTIAL_UNMAP: bool = false;
 
 /// Linear memory never shrinks: nothing goes back to the host.
 pub const RETURNS_MEMORY: bool = false;
@@ -47,199 +45,32 @@ pub fn page_size() -> usize {
     PAGE
 }
 
-/// A free range of pages, written at its own start.
-#[repr(C)]
-struct Range {
-    len: usize,
-    next: *mut Range,
-    /// Whether any byte past this header may be non-zero (the range was handed out before).
-    dirty: bool,
-}
-
-/// Bytes of a free range that are known to be written: its header.
-const HEADER: usize = core::mem::size_of::<Range>();
-
-struct FreeList {
-    /// Free ranges in address order, none adjacent to the next (they are merged).
-    head: *mut Range,
-}
-
-// SAFETY: the list's ranges are linear memory owned by this file; access is serialised by the lock.
-unsafe impl Send for FreeList {}
-
-/// The free list. A leaf lock: nothing is called while it is held but `memory.grow`.
-static FREE: Mutex<FreeList> = Mutex::new(FreeList {
-    head: ptr::null_mut(),
-});
-
 #[inline]
 fn memory_size() -> usize {
     core::arch::wasm32::memory_size::<0>()
 }
 
-/// Puts `[p, p + len)` on the list, merged with its neighbours.
-///
-/// # Safety
-/// The range is page aligned, lies in linear memory, belongs to nobody (it is being given back or
-/// was just grown) and overlaps no range on the list.
-unsafe fn insert(f: &mut FreeList, p: usize, len: usize, dirty: bool) {
-    let mut prev: *mut Range = ptr::null_mut();
-    let mut cur = f.head;
-    // SAFETY: every range on the list is a valid header in linear memory, ours under the lock; the
-    // new range is ours too (caller), so writing its header is sound.
-    unsafe {
-        while !cur.is_null() && (cur as usize) < p {
-            prev = cur;
-            cur = (*cur).next;
-        }
-        let (mut len, mut next, mut dirty) = (len, cur, dirty);
-        if !cur.is_null() && p + len == cur as usize {
-            len += (*cur).len;
-            next = (*cur).next;
-            // The old header now lies inside the merged range: it is written.
-            dirty = true;
-        }
-        if !prev.is_null() && prev as usize + (*prev).len == p {
-            (*prev).len += len;
-            (*prev).next = next;
-            // The new range gets no header of its own: prev's covers it.
-            (*prev).dirty |= dirty;
-        } else {
-            let r = p as *mut Range;
-            r.write(Range { len, next, dirty });
-            if prev.is_null() {
-                f.head = r;
-            } else {
-                (*prev).next = r;
-            }
-        }
-    }
-}
-
-/// Takes `size` bytes at a multiple of `align` from the list: null when no range holds them.
-/// With it, how many of its first bytes may be non-zero, for the caller to zero: all of them if
-/// the range was handed out before, its header if the part taken starts the range, else none.
-fn take(f: &mut FreeList, size: usize, align: usize) -> (*mut u8, usize) {
-    let mut link: *mut *mut Range = &mut f.head;
-    // SAFETY: every range on the list is a valid header, ours under the lock; the pieces written
-    // back lie inside the range taken off, in address order, so the list stays sorted and apart.
-    unsafe {
-        while !(*link).is_null() {
-            let r = *link;
-            let (start, len, next, dirty) = (r as usize, (*r).len, (*r).next, (*r).dirty);
-            let end = start + len;
-            let a = start.next_multiple_of(align);
-            if a.checked_add(size).is_some_and(|e| e <= end) {
-                *link = next;
-                let mut at = link;
-                if a > start {
-                    let h = start as *mut Range;
-                    h.write(Range {
-                        len: a - start,
-                        next: *at,
-                        dirty,
-                    });
-                    *at = h;
-                    at = &raw mut (*h).next;
-                }
-                if a + size < end {
-                    let t = (a + size) as *mut Range;
-                    t.write(Range {
-                        len: end - a - size,
-                        next: *at,
-                        dirty,
-                    });
-                    *at = t;
-                }
-                let written = if dirty {
-                    size
-                } else if a == start {
-                    HEADER.min(size)
-                } else {
-                    0
-                };
-                return (a as *mut u8, written);
-            }
-            link = &raw mut (*r).next;
-        }
-    }
-    (ptr::null_mut(), 0)
-}
-
-/// Grows linear memory by what `size` bytes at a multiple of `align` need from its end; the
-/// pages skipped for the alignment go on the list. Null when memory cannot grow.
-fn grow(f: &mut FreeList, size: usize, align: usize) -> *mut u8 {
-    loop {
-        let Some(end) = memory_size().checked_mul(PAGE) else {
-            return ptr::null_mut();
-        };
-        let Some(a) = end.checked_next_multiple_of(align) else {
-            return ptr::null_mut();
-        };
-        let Some(need) = (a - end).checked_add(size) else {
-            return ptr::null_mut();
-        };
-        let pages = need / PAGE;
-        let prev = core::arch::wasm32::memory_grow::<0>(pages);
-        if prev == usize::MAX {
-            return ptr::null_mut();
-        }
-        let got = prev * PAGE;
-        if got == end {
-            if a > end {
-                // SAFETY: the skipped pages were just grown: ours, fresh, apart from the list.
-                unsafe { insert(f, end, a - end, false) };
-            }
-            return a as *mut u8;
-        }
-        // Another allocator grew memory between our look and our grow: keep the pages we got
-        // (they are fresh) and try again from the new end.
-        // SAFETY: as above.
-        unsafe { insert(f, got, need, false) };
-        let (p, written) = take(f, size, align);
-        if !p.is_null() {
-            // SAFETY: the range came off the list: ours alone now.
-            unsafe { ptr::write_bytes(p, 0, written) };
-            return p;
-        }
-    }
-}
-
 /// Mappings are whole pages: a size is rounded up to a page, as an OS rounds `mmap`'s.
-fn pages(size: usize) -> Option<usize> {
-    size.checked_next_multiple_of(PAGE).filter(|&s| s > 0)
+fn layout(size: usize, align: usize) -> Option<Layout> {
+    let size = size.checked_next_multiple_of(PAGE).filter(|&s| s > 0)?;
+    Layout::from_size_align(size, align.max(PAGE)).ok()
 }
 
-fn map_with(size: usize, align: usize) -> *mut u8 {
-    let Some(size) = pages(size) else {
-        return ptr::null_mut();
-    };
-    let align = align.max(PAGE);
-    let mut f = FREE.lock();
-    let (p, written) = take(&mut f, size, align);
-    if !p.is_null() {
-        drop(f);
-        // SAFETY: the range came off the list: ours alone now, `written` bytes of it at most.
-        unsafe { ptr::write_bytes(p, 0, written) };
-        return p;
+/// Memory comes from the system allocator (dlmalloc: Rust's crate on `wasm32-unknown-unknown`,
+/// wasi-libc's on WASI), never from `memory.grow` directly: dlmalloc assumes that the memory it
+/// grows in two steps is contiguous, which a second allocator growing memory on another thread
+/// between its steps breaks (a corruption seen under wasi-threads, 2026-11-25). Fresh memory from
+/// dlmalloc is zero without a write; reused memory is zeroed by it.
+pub fn map_aligned(size: usize, align: usize) -> *mut u8 {
+    match layout(size, align) {
+        // SAFETY: the layout has a non-zero size.
+        Some(l) => unsafe { System.alloc_zeroed(l) },
+        None => ptr::null_mut(),
     }
-    grow(&mut f, size, align)
 }
 
 pub fn map(size: usize) -> *mut u8 {
-    map_with(size, PAGE)
-}
-
-pub fn map_aligned(size: usize, align: usize) -> *mut u8 {
-    if !align.is_power_of_two() {
-        return ptr::null_mut();
-    }
-    map_with(size, align)
-}
-
-/// Every byte of linear memory can be read and written: nothing faults.
-pub fn reserve_inaccessible(_size: usize) -> *mut u8 {
-    ptr::null_mut()
+    map_aligned(size, PAGE)
 }
 
 /// Linear memory has no lazily backed pages: a sparse mapping is a plain one.
@@ -247,21 +78,27 @@ pub fn map_sparse(size: usize) -> *mut u8 {
     map(size)
 }
 
-/// # Safety
-/// See `os::unmap`.
-pub unsafe fn unmap(p: *mut u8, size: usize) {
-    let Some(size) = pages(size) else { return };
-    // SAFETY: the caller gives the range back (whole pages, as it was mapped): ours now, apart
-    // from every free range.
-    unsafe { insert(&mut FREE.lock(), p as usize, size, true) };
+/// Every byte of linear memory can be read and written: nothing faults.
+pub fn reserve_inaccessible(_size: usize) -> *mut u8 {
+    ptr::null_mut()
 }
 
 /// # Safety
-/// See `os::unmap_part`.
-pub unsafe fn unmap_part(p: *mut u8, size: usize) {
-    // SAFETY: as in `unmap`.
-    unsafe { unmap(p, size) };
+/// See `os::unmap`: `p` came from [`map`] or [`map_aligned`] with this `size` (and that alignment,
+/// which the system allocator's `free` does not need).
+pub unsafe fn unmap(p: *mut u8, size: usize) {
+    if let Some(l) = layout(size, PAGE) {
+        // SAFETY: p was allocated by System with this size (caller); dlmalloc frees by address.
+        unsafe { System.dealloc(p, l) };
+    }
 }
+
+/// Part of a system allocator's block cannot be given back: it stays with the block until the
+/// block is unmapped whole.
+///
+/// # Safety
+/// See `os::unmap_part`.
+pub unsafe fn unmap_part(_p: *mut u8, _size: usize) {}
 
 /// Nothing goes back to the host; the range reads as zero afterwards, as the contract says.
 ///
