@@ -32,13 +32,17 @@ pub fn page_size() -> usize {
 }
 
 fn mmap_anon(size: usize, extra: libc::c_int) -> *mut u8 {
+    mmap_anon_prot(size, libc::PROT_READ | libc::PROT_WRITE, extra)
+}
+
+fn mmap_anon_prot(size: usize, prot: libc::c_int, extra: libc::c_int) -> *mut u8 {
     // SAFETY: an anonymous private mapping at an address of the kernel's choosing touches no
     // existing memory; the result is checked against MAP_FAILED.
     let p = unsafe {
         libc::mmap(
             ptr::null_mut(),
             size,
-            libc::PROT_READ | libc::PROT_WRITE,
+            prot,
             libc::MAP_PRIVATE | libc::MAP_ANON | extra,
             -1,
             0,
@@ -71,23 +75,7 @@ pub fn reserve_inaccessible(size: usize) -> *mut u8 {
     let extra = libc::MAP_NORESERVE;
     #[cfg(not(all(any(target_os = "linux", target_os = "android"), not(miri))))]
     let extra = 0;
-    // SAFETY: an anonymous private mapping at an address of the kernel's choosing touches no
-    // existing memory; the result is checked against MAP_FAILED.
-    let p = unsafe {
-        libc::mmap(
-            ptr::null_mut(),
-            size,
-            libc::PROT_NONE,
-            libc::MAP_PRIVATE | libc::MAP_ANON | extra,
-            -1,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        ptr::null_mut()
-    } else {
-        p.cast()
-    }
+    mmap_anon_prot(size, libc::PROT_NONE, extra)
 }
 
 /// Over-maps by `align` and unmaps the unaligned head and tail.
