@@ -4,11 +4,11 @@
 //! call the `hardened` hand-out and free checks (no-ops without the feature).
 
 #[cfg(feature = "testing")]
-use crate::hooks as testing;
+use crate::checks::hooks as testing;
 use core::alloc::{GlobalAlloc, Layout};
 if_pools! {
-    use crate::size_class::{self, class_of};
-    use crate::{chunk, hardened, heap, large};
+    use crate::base::size_class::{self, class_of};
+    use crate::{chunks::chunk, checks::hardened, thread::heap};
 }
 use core::ptr::{self, NonNull};
 
@@ -147,7 +147,7 @@ unsafe fn alloc_rest(size: usize, align: usize) -> *mut u8 {
     match class_of(size, align) {
         Some(c) => small_alloc(c, size),
         // SAFETY: a valid, non-zero layout (caller).
-        None => unsafe { large::alloc(Layout::from_size_align_unchecked(size, align)) },
+        None => unsafe { heap::large_alloc(Layout::from_size_align_unchecked(size, align), false) },
     }
 }
 
@@ -169,7 +169,7 @@ impl PoolAlloc {
         let p = unsafe { self.pool_alloc(layout) };
         // With `profiling`, every block passes the sampler's countdown (one subtract, one branch).
         #[cfg(feature = "profiling")]
-        crate::profile::on_alloc(p, layout.size());
+        crate::checks::profile::on_alloc(p, layout.size());
         p
     }
 
@@ -189,7 +189,7 @@ impl PoolAlloc {
         // Once the profiler has recorded a block, frees go out of line past its records (a tail
         // call: the fast path keeps no register for it).
         #[cfg(feature = "profiling")]
-        if crate::profile::armed() {
+        if crate::checks::profile::armed() {
             // SAFETY: forwarded contract.
             return unsafe { self.profiled_dealloc(ptr, layout) };
         }
@@ -201,7 +201,7 @@ impl PoolAlloc {
     #[cfg(feature = "profiling")]
     #[inline(never)]
     unsafe fn profiled_dealloc(&self, ptr: *mut u8, layout: Layout) {
-        crate::profile::on_free(ptr);
+        crate::checks::profile::on_free(ptr);
         // SAFETY: forwarded contract.
         unsafe { self.pool_dealloc(ptr, layout) }
     }
@@ -216,7 +216,7 @@ impl PoolAlloc {
             unsafe { heap::dealloc(ptr, layout.size()) }
         } else {
             // SAFETY: a large block; forwarded contract.
-            unsafe { large::dealloc(ptr, layout) }
+            unsafe { heap::large_dealloc(ptr, layout) }
         }
     }
 
@@ -235,10 +235,10 @@ impl PoolAlloc {
                 p
             }
             // SAFETY: forwarded contract.
-            None => unsafe { large::alloc_zeroed(layout) },
+            None => unsafe { heap::large_alloc(layout, true) },
         };
         #[cfg(feature = "profiling")]
-        crate::profile::on_alloc(p, layout.size());
+        crate::checks::profile::on_alloc(p, layout.size());
         p
     }
 
@@ -264,8 +264,8 @@ impl PoolAlloc {
                 // The profiler sees the block freed and allocated again at its new size.
                 #[cfg(feature = "profiling")]
                 {
-                    crate::profile::on_free(ptr);
-                    crate::profile::on_alloc(ptr, new_size);
+                    crate::checks::profile::on_free(ptr);
+                    crate::checks::profile::on_alloc(ptr, new_size);
                 }
                 return ptr;
             }
@@ -277,11 +277,11 @@ impl PoolAlloc {
             (false, false) => {
                 // Forgotten before the system frees it (its address may then be handed out again).
                 #[cfg(feature = "profiling")]
-                crate::profile::on_free(ptr);
+                crate::checks::profile::on_free(ptr);
                 // SAFETY: both sizes are large; forwarded contract.
-                let q = unsafe { large::realloc(ptr, layout, new_size) };
+                let q = unsafe { heap::large_realloc(ptr, layout, new_size) };
                 #[cfg(feature = "profiling")]
-                crate::profile::on_alloc(q, new_size);
+                crate::checks::profile::on_alloc(q, new_size);
                 q
             }
             _ => {

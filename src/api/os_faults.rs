@@ -2,7 +2,7 @@
 //! hand a null pointer to its own caller (or fall back, for a remap) while every other block stays
 //! as it was. Unit tests only: the injected faults exist under `cfg(test)`.
 
-use crate::{PoolAlloc, os, raw};
+use crate::{PoolAlloc, os, api::raw};
 use core::alloc::{GlobalAlloc, Layout};
 
 /// Marks a block's first and last words with `tag`.
@@ -54,7 +54,7 @@ fn refused_chunks_give_null_and_keep_every_block() {
 
 #[test]
 fn refused_span_gives_null_and_keeps_other_spans() {
-    let _turn = crate::span::tests::turn();
+    let _turn = crate::memory::span::tests::turn();
     let keep = raw::malloc(3 << 20);
     assert!(!keep.is_null());
     mark(keep, 3 << 20, 0x5eed);
@@ -72,7 +72,7 @@ fn refused_span_gives_null_and_keeps_other_spans() {
 
 #[test]
 fn refused_remap_copies_instead() {
-    let _turn = crate::span::tests::turn();
+    let _turn = crate::memory::span::tests::turn();
     let len = 1 << 20;
     let p = raw::malloc(len);
     assert!(!p.is_null());
@@ -93,7 +93,7 @@ fn refused_remap_copies_instead() {
 
 #[test]
 fn refused_remap_and_mapping_give_null_and_keep_the_block() {
-    let _turn = crate::span::tests::turn();
+    let _turn = crate::memory::span::tests::turn();
     let len = 1 << 20;
     let p = raw::malloc(len);
     assert!(!p.is_null());

@@ -13,9 +13,9 @@
 //! live slot with no requested bytes (no size comes back with a free, and keeping the count would
 //! cost the fast paths); a large block counts at its usable size.
 
-use crate::addr_map::{self, Kind};
-use crate::size_class::{self, class_of};
-use crate::{chunk, hardened, heap, os, settings, source, span, stats};
+use crate::chunks::addr_map::{self, Kind};
+use crate::base::size_class::{self, class_of};
+use crate::{chunks::chunk, checks::hardened, thread::heap, os, base::settings, memory::source, memory::span, api::stats};
 use core::alloc::Layout;
 use core::ptr;
 
@@ -36,13 +36,13 @@ pub fn alloc(size: usize, align: usize) -> *mut u8 {
         None => large(size, align).0,
     };
     #[cfg(feature = "profiling")]
-    crate::profile::on_alloc(p, size);
+    crate::checks::profile::on_alloc(p, size);
     p
 }
 
 #[inline(always)]
 fn small(c: usize) -> *mut u8 {
-    crate::stats::note_unsized();
+    crate::api::stats::note_unsized();
     let p = heap::alloc_unsized(c);
     if !p.is_null() {
         hardened::on_hand_out(p, c);
@@ -76,7 +76,7 @@ pub fn malloc(size: usize) -> *mut u8 {
         None => large(size, 16).0,
     };
     #[cfg(feature = "profiling")]
-    crate::profile::on_alloc(p, size);
+    crate::checks::profile::on_alloc(p, size);
     p
 }
 
@@ -109,7 +109,7 @@ pub fn alloc_zeroed(size: usize, align: usize) -> *mut u8 {
         }
     };
     #[cfg(feature = "profiling")]
-    crate::profile::on_alloc(p, size);
+    crate::checks::profile::on_alloc(p, size);
     p
 }
 
@@ -153,7 +153,7 @@ pub unsafe fn free(p: *mut u8) {
         return;
     }
     #[cfg(feature = "profiling")]
-    crate::profile::on_free(p);
+    crate::checks::profile::on_free(p);
     match owner(p) {
         Owner::Small(c) => {
             // SAFETY: (for the layout) a class size with alignment 1 is a valid layout.
@@ -261,14 +261,14 @@ pub unsafe fn realloc(p: *mut u8, new_size: usize, align: usize) -> *mut u8 {
             if class_of(new_size, align).is_none() {
                 // Stays large: resize the span (moves pages, never copies).
                 #[cfg(feature = "profiling")]
-                crate::profile::on_free(p);
+                crate::checks::profile::on_free(p);
                 // SAFETY: a live span block; the span keeps the alignment its block had.
                 let (q, now) = unsafe { span::resize(p, new_size) };
                 if !q.is_null() {
                     heap::count_large(false, usable);
                     heap::count_large(true, now);
                     #[cfg(feature = "profiling")]
-                    crate::profile::on_alloc(q, new_size);
+                    crate::checks::profile::on_alloc(q, new_size);
                     return q;
                 }
                 // Fall back to a copy into a new block below.
@@ -304,8 +304,8 @@ pub unsafe fn realloc(p: *mut u8, new_size: usize, align: usize) -> *mut u8 {
 fn resized_in_place(p: *mut u8, new_size: usize) -> *mut u8 {
     #[cfg(feature = "profiling")]
     {
-        crate::profile::on_free(p);
-        crate::profile::on_alloc(p, new_size);
+        crate::checks::profile::on_free(p);
+        crate::checks::profile::on_alloc(p, new_size);
     }
     let _ = new_size;
     p

@@ -1,13 +1,13 @@
 //! Statistics: a snapshot of what the pools hold, gathered without allocating, and `trim`.
 
+use crate::base::settings;
+use crate::base::size_class::{self, NUM_CLASSES};
+use crate::base::stack_text::StackText;
 use crate::os::{self, Backend};
-use crate::settings;
-use crate::size_class::{self, NUM_CLASSES};
-use crate::stack_text::StackText;
 use core::fmt;
 if_pools! {
-    use crate::chunk::{self, CHUNK_SIZE};
-    use crate::{heap, large, source, span};
+    use crate::chunks::chunk::{self, CHUNK_SIZE};
+    use crate::{thread::heap, memory::source, memory::span};
 }
 
 /// Counters of one size class. Slots of a class's chunks are either `live` (held by the program),
@@ -208,7 +208,9 @@ fn gather(s: &mut Stats) {
         live_blocks += cs.live_slots;
         s.classes[c] = cs;
     }
-    let [blocks, bytes, allocated, allocated_bytes] = large::counts();
+    // A snapshot racing with frees on other threads can see a transiently "negative" sum.
+    let clamp = |x: usize| if x > isize::MAX as usize { 0 } else { x };
+    let [blocks, bytes, allocated, allocated_bytes] = heap::large_totals().map(clamp);
     (s.large_blocks, s.large_bytes) = (blocks, bytes);
     s.allocations = s.allocations.wrapping_add(allocated);
     s.allocated_bytes = s.allocated_bytes.wrapping_add(allocated_bytes);
@@ -235,7 +237,7 @@ pub(crate) fn at_start() {
     ONCE.call_once(|| {
         // `POOLALLOC_PROF`: the profiler samples from here on and dumps at exit.
         #[cfg(feature = "profiling")]
-        let profiling = crate::profile::start_from_env();
+        let profiling = crate::checks::profile::start_from_env();
         #[cfg(not(feature = "profiling"))]
         let profiling = false;
         if settings::show_stats() {
@@ -250,7 +252,7 @@ pub(crate) fn at_start() {
 /// The exit hook (the OS layer keeps one): the profile, then the statistics.
 fn at_exit() {
     #[cfg(feature = "profiling")]
-    crate::profile::dump_at_exit();
+    crate::checks::profile::dump_at_exit();
     if settings::show_stats() {
         exit_report();
     }

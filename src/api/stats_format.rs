@@ -8,7 +8,7 @@
 //! The JSON object's keys are the field names of [`Stats`] and [`ClassStats`]; a new counter adds
 //! a key, an existing key keeps its meaning.
 
-use crate::stats::{ClassStats, Stats};
+use crate::api::stats::{ClassStats, Stats};
 use core::fmt;
 
 impl Stats {

@@ -5,7 +5,7 @@
 //! hinted full chunk are such sets; both are hints, read without the lock that guards what they
 //! point at.
 
-use crate::size_class::NUM_CLASSES;
+use crate::base::size_class::NUM_CLASSES;
 use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 const BITS: usize = usize::BITS as usize;

@@ -2,7 +2,7 @@
 //! misuse `hardened` caught, an allocation inside `testing::forbid`). Never a panic: the allocator
 //! must not unwind.
 
-use crate::stack_text::StackText;
+use crate::base::stack_text::StackText;
 use core::fmt;
 
 /// Prints `poolalloc: <message>` to stderr without allocating and aborts.

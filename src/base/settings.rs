@@ -22,8 +22,8 @@
 //! harnesses and are passed over.) Booleans take
 //! `1`/`0`, `true`/`false`, `yes`/`no`, `on`/`off`.
 
+use crate::base::stack_text::StackText;
 use crate::os;
-use crate::stack_text::StackText;
 use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use core::time::Duration;

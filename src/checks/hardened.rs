@@ -22,21 +22,21 @@
 //! Every function here has a no-op twin when the feature is off; the data path calls them
 //! unconditionally from the hand-out and free points (`global` for `PoolAlloc`, `raw` for the
 //! size-less interface, `own_heap` for `Heap`), and the chunk source
-//! registers its regions. Free-slot marks and link encoding are written by [`crate::link`].
+//! registers its regions. Free-slot marks and link encoding are written by [`crate::chunks::link`].
 
 pub use imp::*;
 
 #[cfg(feature = "hardened")]
 mod imp {
-    use crate::chunk::{self, FreeSlot};
-    use crate::link::{self, POISON, POISON_BYTES, decode, tag};
-    use crate::lock::Lock;
-    use crate::addr_table::AddrTable;
-    use crate::{addr_map, os, size_class};
+    use crate::chunks::chunk::{self, FreeSlot};
+    use crate::chunks::link::{self, POISON, POISON_BYTES, decode, tag};
+    use crate::base::lock::Lock;
+    use crate::base::addr_table::AddrTable;
+    use crate::{chunks::addr_map, os, base::size_class};
     use core::sync::atomic::AtomicUsize;
     use core::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 
-    pub use crate::fatal::fatal;
+    pub use crate::base::fatal::fatal;
 
     /// Checks a decoded link read from slot `from`, a slot of `size` bytes: null, or the start of
     /// a free slot of the same chunk (every list of free slots is a chunk's own). For slots of
@@ -537,7 +537,7 @@ mod imp {
     #[cfg(test)]
     mod tests {
         use super::*;
-        use crate::chunk::{CHUNK_SIZE, FreeSlot};
+        use crate::chunks::chunk::{CHUNK_SIZE, FreeSlot};
         use std::alloc::{Layout, alloc_zeroed, dealloc};
 
         /// An 8-byte slot reads as free while its word decodes to a link a free slot could hold

@@ -9,7 +9,7 @@
 //! targets), reserved once (`os::map_sparse`) on first use; only the pages that cover our memory
 //! are ever touched. Bytes are written with atomics: no lock.
 
-use crate::chunk::{CHUNK_SHIFT, CHUNK_SIZE};
+use crate::chunks::chunk::{CHUNK_SHIFT, CHUNK_SIZE};
 use crate::os;
 use core::ptr;
 use core::sync::atomic::{

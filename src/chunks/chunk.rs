@@ -47,9 +47,9 @@
 //! (thread, class) and the granularity at which memory returns to the OS. mimalloc's 64 KiB pages
 //! would give the 32 KiB class one slot per chunk (50% waste) or need a second chunk size.
 
-use crate::link;
-use crate::remote_list;
-use crate::size_class;
+use crate::chunks::link;
+use crate::chunks::remote_list;
+use crate::base::size_class;
 use core::ptr;
 use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 

@@ -7,24 +7,19 @@
 //! block comes from; a block is freed or resized where it came from, told by the address map (span
 //! granules are marked there; a system block's are not), so the setting may change at any time.
 //!
-//! Counts are kept per thread like the small classes' (no atomic read-modify-write), in the
-//! thread's heap. The memory promise holds either way: freed spans wait at most the purge delay
+//! Not counted here: the callers count through their thread's heap (`heap::large_alloc` & co.,
+//! no atomic read-modify-write). The memory promise holds either way: freed spans wait at most the purge delay
 //! (`span::expire`, from the purger's tick); a system block freed tells the purger, which trims the
 //! system allocator once the program stopped freeing large blocks for the purge delay (see
 //! `purger.rs`).
 
-use crate::addr_map::{self, Kind};
-use crate::settings::{self, LargeBlocks};
-use crate::{hardened, heap, os, purger, source, span};
+use crate::chunks::addr_map::{self, Kind};
+use crate::base::settings::{self, LargeBlocks};
+use crate::{checks::hardened, os, base::purger, memory::source, memory::span};
 use core::alloc::{GlobalAlloc, Layout};
 use core::ptr;
 use core::sync::atomic::{AtomicBool, Ordering};
 use std::alloc::System;
-
-#[inline]
-fn count(add: bool, size: usize) {
-    heap::count_large(add, size);
-}
 
 /// A large block went back to the system allocator: the purger will trim it once it is quiet.
 #[inline]
@@ -34,10 +29,9 @@ fn given_back() {
 }
 
 #[inline]
-fn counted(p: *mut u8, size: usize) -> *mut u8 {
+fn checked(p: *mut u8) -> *mut u8 {
     if !p.is_null() {
         hardened::on_large_alloc(p);
-        count(true, size);
     }
     p
 }
@@ -72,7 +66,7 @@ fn is_span(p: *mut u8) -> bool {
 }
 
 /// A new large block of `layout` from the source the setting names, zeroed when `zeroed`; null
-/// when out of memory. Not counted.
+/// when out of memory.
 ///
 /// # Safety
 /// `layout` has a non-zero size.
@@ -99,14 +93,14 @@ unsafe fn fresh(layout: Layout, zeroed: bool) -> *mut u8 {
 /// As `GlobalAlloc::alloc`.
 pub unsafe fn alloc(layout: Layout) -> *mut u8 {
     // SAFETY: forwarded contract.
-    counted(unsafe { fresh(layout, false) }, layout.size())
+    checked(unsafe { fresh(layout, false) })
 }
 
 /// # Safety
 /// As `GlobalAlloc::alloc_zeroed`.
 pub unsafe fn alloc_zeroed(layout: Layout) -> *mut u8 {
     // SAFETY: forwarded contract.
-    counted(unsafe { fresh(layout, true) }, layout.size())
+    checked(unsafe { fresh(layout, true) })
 }
 
 /// Frees the span block `p` (a span is kept for reuse only while the purger can unmap it later,
@@ -125,7 +119,6 @@ unsafe fn span_free(p: *mut u8) {
 /// As `GlobalAlloc::dealloc`, for a block from this module.
 pub unsafe fn dealloc(p: *mut u8, layout: Layout) {
     hardened::on_large_free(p, false);
-    count(false, layout.size());
     if is_span(p) {
         // SAFETY: forwarded contract; the address map says p's granule is a span's.
         unsafe { span_free(p) };
@@ -186,15 +179,6 @@ pub unsafe fn realloc(p: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         hardened::on_large_alloc(p);
     } else {
         hardened::on_large_alloc(q);
-        count(false, layout.size());
-        count(true, new_size);
     }
     q
-}
-
-/// (live large blocks, their requested bytes, large blocks allocated since start, their bytes).
-pub fn counts() -> [usize; 4] {
-    // A snapshot racing with frees on other threads can see a transiently "negative" sum.
-    let clamp = |x: usize| if x > isize::MAX as usize { 0 } else { x };
-    heap::large_totals().map(clamp)
 }

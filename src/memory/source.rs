@@ -23,14 +23,14 @@
 //! way round. A chunk on a list here has no owner: the holder of the list's lock may touch every
 //! field of its header.
 
-use crate::addr_map::{self, Kind};
-use crate::chunk::{self, CHUNK_SIZE, Chunk};
-use crate::class_set::ClassSet;
-use crate::hardened;
-use crate::link;
-use crate::lock::Lock;
-use crate::size_class::NUM_CLASSES;
-use crate::{os, purger, settings, span};
+use crate::chunks::addr_map::{self, Kind};
+use crate::chunks::chunk::{self, CHUNK_SIZE, Chunk};
+use crate::base::class_set::ClassSet;
+use crate::checks::hardened;
+use crate::chunks::link;
+use crate::base::lock::Lock;
+use crate::base::size_class::NUM_CLASSES;
+use crate::{os, base::purger, base::settings, memory::span};
 use core::ptr;
 use core::sync::atomic::{AtomicUsize, Ordering};
 

@@ -26,10 +26,10 @@
 //! where the OS can (`mremap` on Linux: no copy, in place when the address space after it is
 //! free) and copies the block elsewhere.
 
-use crate::addr_map::{self, Kind};
-use crate::chunk::CHUNK_SIZE;
-use crate::lock::Lock;
-use crate::{hardened, os};
+use crate::chunks::addr_map::{self, Kind};
+use crate::chunks::chunk::CHUNK_SIZE;
+use crate::base::lock::Lock;
+use crate::{checks::hardened, os};
 use core::ptr;
 
 /// Bytes of the header before each block.

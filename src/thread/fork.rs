@@ -7,7 +7,7 @@
 //! The heap, which installs the hooks on its first use, hands in its own lock functions, so this
 //! module does not import the heap (the heap imports it).
 
-use crate::{hardened, os, purger, source, span};
+use crate::{checks::hardened, os, base::purger, memory::source, memory::span};
 use core::sync::atomic::{AtomicPtr, Ordering};
 
 /// The heap's lock and unlock functions, stored by [`install`].
@@ -31,7 +31,7 @@ fn prepare() {
     span::lock_for_fork();
     hardened::lock_for_fork();
     #[cfg(feature = "profiling")]
-    crate::profile::lock_for_fork();
+    crate::checks::profile::lock_for_fork();
 }
 
 /// # Safety
@@ -44,7 +44,7 @@ unsafe fn release(child: bool) {
     // child this thread is the only one, and the copies of the locks are held by it.
     unsafe {
         #[cfg(feature = "profiling")]
-        crate::profile::unlock_after_fork();
+        crate::checks::profile::unlock_after_fork();
         hardened::unlock_after_fork();
         span::unlock_after_fork();
         source::unlock_after_fork();

@@ -30,7 +30,7 @@
 //! as always, not counted); show its blocks to the `testing` hooks or the profiler; survive a
 //! `fork` while another thread holds its lock (the child finds it locked).
 
-use crate::lock::Lock;
+use crate::base::lock::Lock;
 use allocator_api2::alloc::{AllocError, Allocator};
 use core::alloc::Layout;
 use core::ptr::{self, NonNull};
@@ -124,7 +124,7 @@ impl Heap {
 
     /// An empty heap whose live blocks may ask for `limit` bytes in all: an allocation past it
     /// fails ([`AllocError`]; `Vec` and `Box` then call the allocation error handler, the `try_`
-    /// methods return the error), as [`crate::testing::FailingAlloc`] fails.
+    /// methods return the error), as [`crate::api::testing::FailingAlloc`] fails.
     pub const fn with_limit(limit: usize) -> Heap {
         Heap {
             inner: Lock::new(Inner {
@@ -276,7 +276,7 @@ impl Inner {
                     crate::os::copy_readable(at, w.as_mut_ptr(), w.len());
                 }
                 if usize::from_ne_bytes(w) != TRACKED ^ self.id ^ t as usize {
-                    crate::fatal::fatal(format_args!(
+                    crate::base::fatal::fatal(format_args!(
                         "a block freed to a Heap that did not allocate it ({p:p})"
                     ));
                 }
@@ -367,8 +367,8 @@ impl Drop for Heap {
 }
 
 if_pools! {
-    use crate::heap as crate_heap;
-    use crate::{hardened, large, size_class};
+    use crate::thread::heap as crate_heap;
+    use crate::{checks::hardened, thread::heap, base::size_class};
 
     /// The pools' heap whose chunks a [`Heap`] owns.
     type PoolsHeap = crate_heap::Heap;
@@ -379,14 +379,14 @@ if_pools! {
     /// `layout` has a non-zero size.
     unsafe fn backing_alloc(layout: Layout) -> *mut u8 {
         // SAFETY: a valid, non-zero layout (caller), which the large path takes whatever its size.
-        unsafe { large::alloc(layout) }
+        unsafe { heap::large_alloc(layout, false) }
     }
 
     /// # Safety
     /// `p` came from [`backing_alloc`] with `layout`.
     unsafe fn backing_dealloc(p: *mut u8, layout: Layout) {
         // SAFETY: forwarded contract.
-        unsafe { large::dealloc(p, layout) }
+        unsafe { heap::large_dealloc(p, layout) }
     }
 
     impl Heap {
@@ -503,10 +503,10 @@ if_pools! {
                 // SAFETY: a small block's chunk is ours if p is any block of ours; the check
                 // below reads only its header.
                 let ours = !self.pools.is_null()
-                    && crate::addr_map::kind_of(p) == crate::addr_map::Kind::Chunk
+                    && crate::chunks::addr_map::kind_of(p) == crate::chunks::addr_map::Kind::Chunk
                     && unsafe { crate_heap::owned_by(self.pools, p) };
                 if !ours {
-                    crate::fatal::fatal(format_args!(
+                    crate::base::fatal::fatal(format_args!(
                         "a block freed to a Heap that did not allocate it ({p:p})"
                     ));
                 }

@@ -1,11 +1,11 @@
 //! `count`: what the calling thread allocated and freed while a closure ran.
 
-use crate::addr_table::AddrTable;
+use crate::base::addr_table::AddrTable;
 use core::cell::{Cell, RefCell};
 use core::ptr;
 
 /// What the calling thread did through [`PoolAlloc`](crate::PoolAlloc) while a [`count`] ran. Bytes
-/// are requested bytes (`Layout::size()`, as [`stats()`](crate::stats) counts them), not slot sizes.
+/// are requested bytes (`Layout::size()`, as [`stats()`](crate::api::stats) counts them), not slot sizes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counts {
     /// Successful allocations (`alloc`, `alloc_zeroed`; a null return is not counted).
@@ -70,7 +70,7 @@ fn next_seq(s: &State) -> u64 {
 /// another thread freed, whose address came back to this thread).
 fn remember(s: &State, addr: usize, c: Counted) {
     if let Err(e) = s.table.borrow_mut().insert(addr, c) {
-        crate::fatal::fatal(format_args!(
+        crate::base::fatal::fatal(format_args!(
             "testing::count could not map {} bytes for its table of live blocks",
             e.bytes
         ));

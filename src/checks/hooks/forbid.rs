@@ -1,6 +1,6 @@
 //! `forbid`: a scope in which the calling thread must not allocate through `PoolAlloc`.
 
-use crate::fatal::fatal;
+use crate::base::fatal::fatal;
 use core::alloc::Layout;
 use core::cell::Cell;
 

@@ -13,7 +13,7 @@ pub use armed::armed;
 use core::alloc::Layout;
 pub use counts::{Counts, count};
 pub use forbid::forbid;
-pub use limit::set_limit;
+pub(crate) use limit::set_limit;
 
 /// Before an allocation of `layout`: aborts inside `forbid`; false when the limit refuses it.
 #[inline]

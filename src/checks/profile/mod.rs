@@ -181,7 +181,7 @@ pub fn dump_on(d: &Dumps) -> Result<(), Error> {
             Some(_) => return Err(invalid("the peak factor must be above 1 (and at most 1000)")),
         };
         let every = d.every.map_or(0, |p| p.as_secs().max(1) as usize);
-        if !crate::settings::set_prof_dumps(d.prefix.as_bytes(), peak, d.on_signal, every) {
+        if !crate::base::settings::set_prof_dumps(d.prefix.as_bytes(), peak, d.on_signal, every) {
             return Err(invalid("the prefix must be 1 to 480 bytes, without NUL"));
         }
         if !on_demand::arm() {
@@ -244,12 +244,12 @@ if_profiled! {
 /// `POOLALLOC_PROF` (and `POOLALLOC_PROF_INTERVAL`): starts the profiler at start-up; true when
 /// it did (then [`dump_at_exit`] writes the profile). Allocates nothing.
 pub(crate) fn start_from_env() -> bool {
-    let mut prefix = [0u8; crate::settings::PROF_PREFIX_MAX];
-    if crate::settings::prof_prefix(&mut prefix) == 0 {
+    let mut prefix = [0u8; crate::base::settings::PROF_PREFIX_MAX];
+    if crate::base::settings::prof_prefix(&mut prefix) == 0 {
         return false;
     }
     let config = Config {
-        interval: crate::settings::prof_interval(),
+        interval: crate::base::settings::prof_interval(),
         seed: 0,
     };
     match start(config) {
@@ -260,7 +260,7 @@ pub(crate) fn start_from_env() -> bool {
             true
         }
         Err(e) => {
-            crate::settings::say(format_args!("POOLALLOC_PROF ignored: {e}"));
+            crate::base::settings::say(format_args!("POOLALLOC_PROF ignored: {e}"));
             false
         }
     }
@@ -268,14 +268,14 @@ pub(crate) fn start_from_env() -> bool {
 
 /// Writes `<POOLALLOC_PROF>.<pid>.pb.gz` (at exit); a failure is one line on stderr.
 pub(crate) fn dump_at_exit() {
-    let mut prefix = [0u8; crate::settings::PROF_PREFIX_MAX];
-    let n = crate::settings::prof_prefix(&mut prefix);
+    let mut prefix = [0u8; crate::base::settings::PROF_PREFIX_MAX];
+    let n = crate::base::settings::prof_prefix(&mut prefix);
     if n == 0 {
         return;
     }
     let mut path = String::from_utf8_lossy(&prefix[..n]).into_owned();
     path.push_str(&format!(".{}.pb.gz", std::process::id()));
     if let Err(e) = dump(&path) {
-        crate::settings::say(format_args!("profile not written to {path}: {e}"));
+        crate::base::settings::say(format_args!("profile not written to {path}: {e}"));
     }
 }

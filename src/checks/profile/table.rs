@@ -11,8 +11,8 @@
 //! All of it sits under one lock, a leaf: nothing else is locked, allocated or freed while it is
 //! held (the stack is walked before it is taken). `fork` takes it last (`fork.rs`).
 
-use crate::addr_table::AddrTable;
-use crate::lock::Lock;
+use crate::base::addr_table::AddrTable;
+use crate::base::lock::Lock;
 use crate::os;
 use core::ptr;
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};

@@ -6,9 +6,9 @@ use super::free::{flush_all, retire};
 use super::registry::new_registered_heap;
 use super::{Bin, Heap, bin, count_supply, current, empty, exited, init_heap, make_current};
 use super::{owner_add, owner_add32, push_avail, this_heap};
-use crate::chunk::{self, Chunk, FreeSlot, push, unlink};
-use crate::lock::Lock;
-use crate::{remote_list, source};
+use crate::chunks::chunk::{self, Chunk, FreeSlot, push, unlink};
+use crate::base::lock::Lock;
+use crate::{chunks::remote_list, memory::source};
 use core::ptr;
 use core::sync::atomic::Ordering::Relaxed;
 

@@ -1,12 +1,12 @@
-//! The heap's locks around `fork` (`src/fork.rs` takes every lock in the lock order; the heap's
+//! The heap's locks around `fork` (`thread/fork.rs` takes every lock in the lock order; the heap's
 //! come first).
 
 use super::alloc::SHARED;
 use super::registry::REGISTRY;
 
-/// Installs the heap's fork hooks (once per process: `src/fork.rs` keeps the first).
+/// Installs the heap's fork hooks (once per process: `thread/fork.rs` keeps the first).
 pub(super) fn install() {
-    crate::fork::install(lock_for_fork, unlock_after_fork);
+    crate::thread::fork::install(lock_for_fork, unlock_after_fork);
 }
 
 /// Takes the heap's locks for `fork`: the shared heap's, the registry's, then every registered

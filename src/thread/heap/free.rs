@@ -5,9 +5,9 @@
 use super::registry::ORPHAN;
 use super::{Heap, bin, count_supply, current, empty, exited, init_heap, make_current};
 use super::{owner_add, owner_add32, push_avail, this_heap};
-use crate::chunk::{self, Chunk, FreeSlot, unlink};
-use crate::size_class::NUM_CLASSES;
-use crate::{remote_list, source};
+use crate::chunks::chunk::{self, Chunk, FreeSlot, unlink};
+use crate::base::size_class::NUM_CLASSES;
+use crate::{chunks::remote_list, memory::source};
 use core::ptr;
 use core::sync::atomic::Ordering::Relaxed;
 
@@ -156,7 +156,7 @@ static BATCH_LIMIT: [u32; NUM_CLASSES] = {
     let mut t = [0u32; NUM_CLASSES];
     let mut c = 0;
     while c < NUM_CLASSES {
-        let n = BATCH_BYTES / crate::size_class::CLASS_SIZE[c];
+        let n = BATCH_BYTES / crate::base::size_class::CLASS_SIZE[c];
         t[c] = if n < 1 {
             1
         } else if n > BATCH_SLOTS as usize {

@@ -56,17 +56,17 @@ mod thread;
 
 pub(crate) use alloc::{alloc, alloc_unsized, resized};
 pub(crate) use free::{dealloc, dealloc_unsized};
-pub(crate) use stats::{class_totals, count_large, large_totals};
+pub(crate) use stats::{class_totals, count_large, large_alloc, large_dealloc, large_realloc, large_totals};
 #[cfg(feature = "hardened")]
 pub(crate) use thread::owned_by;
 pub(crate) use thread::{owned_alloc, owned_destroy, owned_free, owned_new, trim_current_thread};
 pub(crate) use thread::{owned_enter, owned_is_current, owned_leave, owned_release, owned_requested};
 
-use crate::chunk::{self, Chunk, FreeSlot, push};
-use crate::class_set::ClassSet;
-use crate::lock::Lock;
+use crate::chunks::chunk::{self, Chunk, FreeSlot, push};
+use crate::base::class_set::ClassSet;
+use crate::base::lock::Lock;
 use crate::os;
-use crate::size_class::NUM_CLASSES;
+use crate::base::size_class::NUM_CLASSES;
 use core::ptr;
 use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering::Relaxed};
 use free::Batch;
@@ -260,7 +260,7 @@ unsafe fn count_supply(b: *mut Bin, ch: *mut Chunk) {
     unsafe {
         let n = if (*ch).local_free.is_null() {
             // Every carved slot not in use is on `free`: one division, no walk.
-            let size = crate::size_class::size_of((*ch).class as usize);
+            let size = crate::base::size_class::size_of((*ch).class as usize);
             ((*ch).bump as usize - chunk::base(ch) as usize) / size - chunk::used(ch) as usize
         } else {
             // Made current with frees on both lists (rare): count `free` itself.

@@ -2,9 +2,9 @@
 //! of free ones (for reuse), and the orphan counters that a retired heap's counts fold into.
 
 use super::{Bin, Heap, bin, new_heap};
-use crate::lock::Lock;
+use crate::base::lock::Lock;
 use crate::os;
-use crate::size_class::NUM_CLASSES;
+use crate::base::size_class::NUM_CLASSES;
 use core::ptr;
 use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 

@@ -3,9 +3,11 @@
 
 use super::registry::{ORPHAN, ORPHAN_LARGE, REGISTRY};
 use super::{bin, current, empty, exited, init_heap, owner_add, this_heap};
-use crate::chunk;
-use crate::size_class::NUM_CLASSES;
-use crate::source;
+use crate::chunks::chunk;
+use crate::base::size_class::NUM_CLASSES;
+use crate::memory::large;
+use core::alloc::Layout;
+use crate::memory::source;
 use core::ptr;
 use core::sync::atomic::Ordering::Relaxed;
 
@@ -37,6 +39,52 @@ pub(crate) fn count_large(add: bool, bytes: usize) {
             owner_add(&(*h).large_allocated_bytes, ab);
         }
     }
+}
+
+/// A large block of `layout` (zeroed when `zeroed`), counted in this thread's heap.
+///
+/// # Safety
+/// As `GlobalAlloc::alloc`.
+#[inline]
+pub(crate) unsafe fn large_alloc(layout: Layout, zeroed: bool) -> *mut u8 {
+    let p = if zeroed {
+        // SAFETY: forwarded contract.
+        unsafe { large::alloc_zeroed(layout) }
+    } else {
+        // SAFETY: forwarded contract.
+        unsafe { large::alloc(layout) }
+    };
+    if !p.is_null() {
+        count_large(true, layout.size());
+    }
+    p
+}
+
+/// Frees the large block `p` of `layout`, counted in this thread's heap.
+///
+/// # Safety
+/// As `GlobalAlloc::dealloc`, for a block from [`large_alloc`].
+#[inline]
+pub(crate) unsafe fn large_dealloc(p: *mut u8, layout: Layout) {
+    count_large(false, layout.size());
+    // SAFETY: forwarded contract.
+    unsafe { large::dealloc(p, layout) }
+}
+
+/// Resizes the large block `p` of `layout` to `new_size` (still large), counted in this thread's
+/// heap; null when out of memory (`p` untouched).
+///
+/// # Safety
+/// As `GlobalAlloc::realloc`, for a block from [`large_alloc`] that stays large.
+#[inline]
+pub(crate) unsafe fn large_realloc(p: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+    // SAFETY: forwarded contract.
+    let q = unsafe { large::realloc(p, layout, new_size) };
+    if !q.is_null() {
+        count_large(false, layout.size());
+        count_large(true, new_size);
+    }
+    q
 }
 
 /// Large blocks live and their bytes, large blocks allocated and their bytes since start

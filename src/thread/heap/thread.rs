@@ -7,9 +7,9 @@ use super::alloc::{alloc_from, collect, unfull_hinted};
 use super::free::{flush_all, free_slow, retire};
 use super::registry::{new_registered_heap, unregister};
 use super::{Bin, Heap, bin, current, empty, exited, fork, owner_add, owner_add32, slot, this_heap};
-use crate::chunk::{self, Chunk, FreeSlot, unlink};
-use crate::size_class::NUM_CLASSES;
-use crate::source;
+use crate::chunks::chunk::{self, Chunk, FreeSlot, unlink};
+use crate::base::size_class::NUM_CLASSES;
+use crate::memory::source;
 use core::ptr;
 use core::sync::atomic::Ordering::Relaxed;
 
