@@ -7,6 +7,9 @@
 //! - `poolalloc_wasm_threads`: wasm32 with shared memory and threads (`wasm32-wasip1-threads`, or
 //!   any wasm32 build with the `atomics` target feature). On stable Rust `cfg(target_feature =
 //!   "atomics")` is false even there, so the target's name decides too.
+//! - `poolalloc_profiled`: the profiler records (feature `profiling` on 64-bit Linux, macOS or
+//!   FreeBSD, whose plain `thread_local!` never allocates); elsewhere its data-path calls are the
+//!   no-op twins of `checks/mod.rs` and `profile::start` says `Unsupported`.
 
 use std::env;
 
@@ -14,6 +17,7 @@ fn main() {
     println!("cargo::rerun-if-changed=build.rs");
     println!("cargo::rustc-check-cfg=cfg(poolalloc_pools)");
     println!("cargo::rustc-check-cfg=cfg(poolalloc_wasm_threads)");
+    println!("cargo::rustc-check-cfg=cfg(poolalloc_profiled)");
     println!("cargo::rustc-check-cfg=cfg(poolalloc_port, values(\"unix\", \"windows\", \"wasm\"))");
 
     let var = |k: &str| env::var(k).unwrap_or_default();
@@ -41,5 +45,11 @@ fn main() {
         && (target.ends_with("-threads") || features.split(',').any(|f| f == "atomics"))
     {
         println!("cargo::rustc-cfg=poolalloc_wasm_threads");
+    }
+    if env::var_os("CARGO_FEATURE_PROFILING").is_some()
+        && width == "64"
+        && matches!(os.as_str(), "linux" | "macos" | "freebsd")
+    {
+        println!("cargo::rustc-cfg=poolalloc_profiled");
     }
 }

@@ -76,94 +76,44 @@
 #![deny(rustdoc::broken_intra_doc_links)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 // Without a port most of the crate is compiled out, and what remains uses only part of the rest.
-// Without `std` only `region` (and the size classes it shares) is compiled: the macros below and
-// most of `size_class` go unused.
+// Without `std` only `region` (and the size classes it shares) is compiled: most of `size_class`
+// goes unused.
 #![cfg_attr(
     any(not(poolalloc_pools), not(feature = "std")),
     allow(dead_code, unused_imports)
 )]
-#![cfg_attr(not(feature = "std"), allow(unused_macros))]
 
-/// Expands its items or statements where the pools have a port (see `os/mod.rs`).
-#[cfg(poolalloc_pools)]
-macro_rules! if_pools {
-    ($($t:tt)*) => { $($t)* };
-}
-#[cfg(not(poolalloc_pools))]
-macro_rules! if_pools {
-    ($($t:tt)*) => {};
-}
-/// Expands its items or statements where the pools have no port: `PoolAlloc` is `System` there.
-#[cfg(not(poolalloc_pools))]
-macro_rules! if_fallback {
-    ($($t:tt)*) => { $($t)* };
-}
-#[cfg(poolalloc_pools)]
-macro_rules! if_fallback {
-    ($($t:tt)*) => {};
-}
-
-/// Expands its items or statements where the profiler records (`profile` module): 64-bit Linux,
-/// macOS and FreeBSD, whose plain `thread_local!` never allocates.
-#[cfg(all(
-    feature = "profiling",
-    target_pointer_width = "64",
-    any(target_os = "linux", target_os = "macos", target_os = "freebsd")
-))]
-#[cfg_attr(not(feature = "profiling"), allow(unused_macros))]
-macro_rules! if_profiled {
-    ($($t:tt)*) => { $($t)* };
-}
-#[cfg(not(all(
-    feature = "profiling",
-    target_pointer_width = "64",
-    any(target_os = "linux", target_os = "macos", target_os = "freebsd")
-)))]
-#[cfg_attr(not(feature = "profiling"), allow(unused_macros))]
-macro_rules! if_profiled {
-    ($($t:tt)*) => {};
-}
-/// The opposite of `if_profiled`.
-#[cfg(all(
-    feature = "profiling",
-    target_pointer_width = "64",
-    any(target_os = "linux", target_os = "macos", target_os = "freebsd")
-))]
-#[cfg_attr(not(feature = "profiling"), allow(unused_macros))]
-macro_rules! if_not_profiled {
-    ($($t:tt)*) => {};
-}
-#[cfg(not(all(
-    feature = "profiling",
-    target_pointer_width = "64",
-    any(target_os = "linux", target_os = "macos", target_os = "freebsd")
-)))]
-#[cfg_attr(not(feature = "profiling"), allow(unused_macros))]
-macro_rules! if_not_profiled {
-    ($($t:tt)*) => { $($t)* };
-}
-
-// The layers, each a folder using only those above it (`.ci/layers.py` checks it): the OS; the
-// foundations; `region` (the one module of a build without `std`, besides `size_class`); the chunks;
-// the optional checks; where memory comes from; the thread model; the public API.
-mod base;
+// The layers, each a folder using only those above it (`.ci/layers.py` checks it), in their
+// order (a blank line between two keeps rustfmt from sorting them).
+// The OS.
 #[cfg(feature = "std")]
 mod os;
+
+// The foundations.
+mod base;
+
+// `region` (the one module of a build without `std`, besides `size_class`).
 pub mod region;
-#[cfg(feature = "std")]
-if_pools! {
-    mod chunks;
-}
+
+// The chunks (where the pools have an OS port: `cfg(poolalloc_pools)`, set by build.rs).
+#[cfg(all(feature = "std", poolalloc_pools))]
+mod chunks;
+
+// The optional checks, hooks and profiler of the data path.
 #[cfg(feature = "std")]
 mod checks;
-#[cfg(feature = "std")]
-if_pools! {
-    mod memory;
-}
-#[cfg(feature = "std")]
-mod api;
+
+// Where memory comes from.
+#[cfg(all(feature = "std", poolalloc_pools))]
+mod memory;
+
+// The thread model.
 #[cfg(feature = "std")]
 mod thread;
+
+// The public API.
+#[cfg(feature = "std")]
+mod api;
 
 /// The atomics of the model-checked modules (`remote_list`): `core`'s here; loom's in
 /// `tests/loom_remote.rs`, which includes those files with its own `sync`.
@@ -174,12 +124,9 @@ mod sync {
 
 #[cfg(feature = "std")]
 pub use api::pools;
-#[cfg(feature = "std")]
-if_pools! {
-    #[cfg(feature = "raw")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "raw")))]
-    pub use api::raw;
-}
+#[cfg(all(feature = "std", poolalloc_pools, feature = "raw"))]
+#[cfg_attr(docsrs, doc(cfg(feature = "raw")))]
+pub use api::raw;
 #[cfg(feature = "std")]
 pub use api::testing;
 #[cfg(feature = "profiling")]
@@ -222,16 +169,12 @@ struct StatsDocExamples;
 #[doc = include_str!("../docs/heaps.md")]
 struct HeapsDocExamples;
 
-#[cfg(feature = "std")]
-if_pools! {
-    /// Size of every chunk, in bytes.
-    pub const CHUNK_SIZE: usize = chunks::chunk::CHUNK_SIZE;
-}
-#[cfg(feature = "std")]
-if_fallback! {
-    /// Size of every chunk, in bytes (where the pools run).
-    pub const CHUNK_SIZE: usize = 256 * 1024;
-}
+/// Size of every chunk, in bytes.
+#[cfg(all(feature = "std", poolalloc_pools))]
+pub const CHUNK_SIZE: usize = chunks::chunk::CHUNK_SIZE;
+/// Size of every chunk, in bytes (where the pools run).
+#[cfg(all(feature = "std", not(poolalloc_pools)))]
+pub const CHUNK_SIZE: usize = 256 * 1024;
 /// The largest request (after rounding up to its alignment) served from the pools.
 pub const MAX_SMALL: usize = base::size_class::MAX_SMALL;
 /// The slot sizes of the size classes, smallest first.

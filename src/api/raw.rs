@@ -13,9 +13,12 @@
 //! live slot with no requested bytes (no size comes back with a free, and keeping the count would
 //! cost the fast paths); a large block counts at its usable size.
 
-use crate::chunks::addr_map::{self, Kind};
 use crate::base::size_class::{self, class_of};
-use crate::{chunks::chunk, checks::hardened, thread::heap, os, base::settings, memory::source, memory::span, api::stats};
+use crate::chunks::addr_map::{self, Kind};
+use crate::{
+    api::stats, base::settings, checks, chunks::chunk, memory::source, memory::span, os,
+    thread::heap,
+};
 use core::alloc::Layout;
 use core::ptr;
 
@@ -24,19 +27,17 @@ use core::ptr;
 #[inline(always)]
 pub fn alloc(size: usize, align: usize) -> *mut u8 {
     debug_assert!(align.is_power_of_two());
-    if cfg!(feature = "hardened") && size == 0 && align <= 16 {
-        let p = hardened::zero_size_block();
-        if !p.is_null() {
-            return p;
-        }
+    // A block any access to faults for size 0 (`hardened`).
+    let p = checks::zero_size_block(size, align);
+    if !p.is_null() {
+        return p;
     }
     let size = size.max(1);
     let p = match class_of(size, align) {
         Some(c) => small(c),
         None => large(size, align).0,
     };
-    #[cfg(feature = "profiling")]
-    crate::checks::profile::on_alloc(p, size);
+    checks::on_alloc(p, size);
     p
 }
 
@@ -45,7 +46,7 @@ fn small(c: usize) -> *mut u8 {
     crate::api::stats::note_unsized();
     let p = heap::alloc_unsized(c);
     if !p.is_null() {
-        hardened::on_hand_out(p, c);
+        checks::on_hand_out(p, c);
     }
     p
 }
@@ -64,29 +65,25 @@ fn large(size: usize, align: usize) -> (*mut u8, bool) {
 /// blocks of 16 bytes or more, 8 below. The `malloc` fast path: one table lookup for the class.
 #[inline(always)]
 pub fn malloc(size: usize) -> *mut u8 {
-    if cfg!(feature = "hardened") && size == 0 {
-        // A block any access to faults (`hardened`), where the OS gives such memory.
-        let p = hardened::zero_size_block();
-        if !p.is_null() {
-            return p;
-        }
+    // A block any access to faults for size 0 (`hardened`), where the OS gives such memory.
+    let p = checks::zero_size_block(size, 16);
+    if !p.is_null() {
+        return p;
     }
     let p = match size_class::class_of_malloc(size) {
         Some(c) => small(c),
         None => large(size, 16).0,
     };
-    #[cfg(feature = "profiling")]
-    crate::checks::profile::on_alloc(p, size);
+    checks::on_alloc(p, size);
     p
 }
 
 /// As [`alloc`], with the first `size` bytes zeroed.
 pub fn alloc_zeroed(size: usize, align: usize) -> *mut u8 {
-    if cfg!(feature = "hardened") && size == 0 && align <= 16 {
-        let p = hardened::zero_size_block();
-        if !p.is_null() {
-            return p;
-        }
+    // A block any access to faults for size 0 (`hardened`).
+    let p = checks::zero_size_block(size, align);
+    if !p.is_null() {
+        return p;
     }
     let size = size.max(1);
     let p = match class_of(size, align) {
@@ -108,8 +105,7 @@ pub fn alloc_zeroed(size: usize, align: usize) -> *mut u8 {
             p
         }
     };
-    #[cfg(feature = "profiling")]
-    crate::checks::profile::on_alloc(p, size);
+    checks::on_alloc(p, size);
     p
 }
 
@@ -131,7 +127,7 @@ fn owner(p: *mut u8) -> Owner {
         Kind::Chunk => Owner::Small(unsafe { (*chunk::of(p)).class } as usize),
         Kind::Span if span::is_block(p) => Owner::Large,
         Kind::Span => {
-            hardened::on_invalid_pointer(p, "free or realloc");
+            checks::on_invalid_pointer(p, "free or realloc");
             Owner::Foreign
         }
         Kind::Foreign => Owner::Foreign,
@@ -152,12 +148,11 @@ pub unsafe fn free(p: *mut u8) {
     if p.is_null() {
         return;
     }
-    #[cfg(feature = "profiling")]
-    crate::checks::profile::on_free(p);
+    checks::on_free(p);
     match owner(p) {
         Owner::Small(c) => {
             // SAFETY: (for the layout) a class size with alignment 1 is a valid layout.
-            hardened::on_free(p, unsafe {
+            checks::on_slot_free(p, unsafe {
                 Layout::from_size_align_unchecked(size_class::size_of(c), 1)
             });
             // SAFETY: p is a live slot of class c (caller), allocated unsized.
@@ -165,7 +160,7 @@ pub unsafe fn free(p: *mut u8) {
         }
         // SAFETY: p is a live span block (caller; checked by owner).
         Owner::Large => unsafe { free_large(p) },
-        Owner::Foreign => hardened::on_foreign(p, "free"),
+        Owner::Foreign => checks::on_foreign(p, "free"),
     }
 }
 
@@ -189,7 +184,7 @@ pub unsafe fn free_sized(p: *mut u8, size: usize, align: usize) {
         Some(c) if !p.is_null() => {
             // Checks that p is a live slot of our chunks of class c (the size names it).
             // SAFETY: (for the layout) a class size with alignment 1 is a valid layout.
-            hardened::on_free(p, unsafe {
+            checks::on_slot_free(p, unsafe {
                 Layout::from_size_align_unchecked(size_class::size_of(c), 1)
             });
             // SAFETY: p is a live slot (caller: the size names a class, so it came from a chunk).
@@ -243,7 +238,7 @@ pub unsafe fn realloc(p: *mut u8, new_size: usize, align: usize) -> *mut u8 {
     let old = match owner(p) {
         Owner::Small(c) => {
             let usable = size_class::size_of(c);
-            hardened::check_live(p, usable, 1);
+            checks::check_live(p, usable, 1);
             // The in-place rule PoolAlloc's realloc uses: the slot holds the new size with its
             // alignment, and the size is of the slot's class or uses at least half of it.
             if size_class::stays(c, new_size, align, p as usize) {
@@ -260,15 +255,13 @@ pub unsafe fn realloc(p: *mut u8, new_size: usize, align: usize) -> *mut u8 {
             let usable = unsafe { span::usable(p) };
             if class_of(new_size, align).is_none() {
                 // Stays large: resize the span (moves pages, never copies).
-                #[cfg(feature = "profiling")]
-                crate::checks::profile::on_free(p);
+                checks::on_free(p);
                 // SAFETY: a live span block; the span keeps the alignment its block had.
                 let (q, now) = unsafe { span::resize(p, new_size) };
                 if !q.is_null() {
                     heap::count_large(false, usable);
                     heap::count_large(true, now);
-                    #[cfg(feature = "profiling")]
-                    crate::checks::profile::on_alloc(q, new_size);
+                    checks::on_alloc(q, new_size);
                     return q;
                 }
                 // Fall back to a copy into a new block below.
@@ -276,10 +269,10 @@ pub unsafe fn realloc(p: *mut u8, new_size: usize, align: usize) -> *mut u8 {
             usable
         }
         Owner::Foreign => {
-            if hardened::is_zero_size_block(p) {
+            if checks::is_zero_size_block(p) {
                 return alloc(new_size, align); // nothing to keep
             }
-            hardened::on_foreign(p, "realloc");
+            checks::on_foreign(p, "realloc");
             let q = alloc(new_size, align);
             if !q.is_null() {
                 copy_foreign(p, q, new_size);
@@ -302,12 +295,7 @@ pub unsafe fn realloc(p: *mut u8, new_size: usize, align: usize) -> *mut u8 {
 /// `p` keeps its place at `new_size` bytes: the profiler sees it freed and allocated again.
 #[inline]
 fn resized_in_place(p: *mut u8, new_size: usize) -> *mut u8 {
-    #[cfg(feature = "profiling")]
-    {
-        crate::checks::profile::on_free(p);
-        crate::checks::profile::on_alloc(p, new_size);
-    }
-    let _ = new_size;
+    checks::on_resize_in_place(p, new_size);
     p
 }
 

@@ -3,12 +3,12 @@
 use crate::base::settings;
 use crate::base::size_class::{self, NUM_CLASSES};
 use crate::base::stack_text::StackText;
+#[cfg(poolalloc_pools)]
+use crate::chunks::chunk::{self, CHUNK_SIZE};
 use crate::os::{self, Backend};
+#[cfg(poolalloc_pools)]
+use crate::{memory::source, memory::span, thread::heap};
 use core::fmt;
-if_pools! {
-    use crate::chunks::chunk::{self, CHUNK_SIZE};
-    use crate::{thread::heap, memory::source, memory::span};
-}
 
 /// Counters of one size class. Slots of a class's chunks are either `live` (held by the program),
 /// `cached` (freed by a thread other than the chunk's owner, waiting on the chunk's remote-free list
@@ -166,15 +166,14 @@ pub fn stats() -> Stats {
     for (c, cs) in s.classes.iter_mut().enumerate() {
         cs.slot_size = size_class::CLASS_SIZE[c];
     }
-    if_pools! {
-        gather(&mut s);
-    }
+    #[cfg(poolalloc_pools)]
+    gather(&mut s);
     s.rss_bytes = os::rss_bytes();
     s
 }
 
-if_pools! {
-    /// Fills in the pools' counters.
+/// Fills in the pools' counters.
+#[cfg(poolalloc_pools)]
 fn gather(s: &mut Stats) {
     let threads = heap::class_totals();
     // A snapshot racing with other threads can see a transiently "negative" sum: clamp it.
@@ -204,7 +203,9 @@ fn gather(s: &mut Stats) {
         s.requested_bytes += cs.requested_bytes;
         s.cached_bytes += cs.cached_slots * size;
         s.allocations = s.allocations.wrapping_add(t.supplied);
-        s.allocated_bytes = s.allocated_bytes.wrapping_add(t.supplied.wrapping_mul(size));
+        s.allocated_bytes = s
+            .allocated_bytes
+            .wrapping_add(t.supplied.wrapping_mul(size));
         live_blocks += cs.live_slots;
         s.classes[c] = cs;
     }
@@ -224,7 +225,6 @@ fn gather(s: &mut Stats) {
     s.peak_reserved_bytes = peak * CHUNK_SIZE;
     s.chunks_mapped = mapped;
     s.chunks_purged = purged;
-}
 }
 
 // At start: read the settings (so warnings about them come first) and, with
@@ -299,7 +299,8 @@ pub(crate) fn rss_shrank(f: impl FnOnce()) -> bool {
 /// size-less interface waiting for reuse included). The C ABI's `malloc_trim` calls this one: there
 /// the system allocator's trim would be itself.
 pub(crate) fn trim_pools() {
-    if_pools! {
+    #[cfg(poolalloc_pools)]
+    {
         heap::trim_current_thread();
         source::trim();
         span::expire(os::now_ms(), 0);

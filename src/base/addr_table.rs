@@ -11,7 +11,7 @@
 //! Not synchronised: each user keeps its table under its own lock or in a thread-local.
 
 // Each user is behind a feature and uses part of the interface (the profiler's only where it
-// records: `if_profiled!` in lib.rs).
+// records: `cfg(poolalloc_profiled)`, set by build.rs).
 #![cfg_attr(
     not(all(
         feature = "hardened",

@@ -7,15 +7,14 @@
     any(feature = "hardened", feature = "testing", feature = "profiling")
 ))]
 pub(crate) mod addr_table;
-#[cfg(feature = "std")]
-if_pools! {
-    pub(crate) mod class_set;
-    pub(crate) mod purger;
-}
+#[cfg(all(feature = "std", poolalloc_pools))]
+pub(crate) mod class_set;
 #[cfg(all(feature = "std", any(feature = "hardened", feature = "testing")))]
 pub(crate) mod fatal;
 #[cfg(feature = "std")]
 pub(crate) mod lock;
+#[cfg(all(feature = "std", poolalloc_pools))]
+pub(crate) mod purger;
 #[cfg(feature = "std")]
 pub(crate) mod settings;
 pub(crate) mod size_class;

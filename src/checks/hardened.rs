@@ -28,11 +28,11 @@ pub use imp::*;
 
 #[cfg(feature = "hardened")]
 mod imp {
+    use crate::base::addr_table::AddrTable;
+    use crate::base::lock::Lock;
     use crate::chunks::chunk::{self, FreeSlot};
     use crate::chunks::link::{self, POISON, POISON_BYTES, decode, tag};
-    use crate::base::lock::Lock;
-    use crate::base::addr_table::AddrTable;
-    use crate::{chunks::addr_map, os, base::size_class};
+    use crate::{base::size_class, chunks::addr_map, os};
     use core::sync::atomic::AtomicUsize;
     use core::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 
@@ -293,6 +293,18 @@ mod imp {
         unsafe { link::mark_free_tagged(p, size, t) };
     }
 
+    /// A small block of `layout` freed to a `Heap`: it must lie in one of our chunks, which the
+    /// heap's own pools own (`owned`, which reads the chunk's header), and be live ([`on_free`]).
+    #[inline]
+    pub fn on_heap_free(p: *mut u8, layout: core::alloc::Layout, owned: impl FnOnce() -> bool) {
+        if !(addr_map::kind_of(p) == addr_map::Kind::Chunk && owned()) {
+            fatal(format_args!(
+                "a block freed to a Heap that did not allocate it ({p:p})"
+            ));
+        }
+        on_free(p, layout);
+    }
+
     #[cold]
     #[inline(never)]
     fn double_free(p: *mut u8) -> ! {
@@ -423,7 +435,11 @@ mod imp {
     #[inline]
     pub fn span_usable(size: usize, page_usable: usize, room: usize) -> usize {
         let exact = size.max(1).next_multiple_of(16);
-        if exact + 8 <= room { exact } else { page_usable }
+        if exact + 8 <= room {
+            exact
+        } else {
+            page_usable
+        }
     }
 
     /// A span block `p` with `usable` bytes and `room` bytes to its span's end was set up or
@@ -437,7 +453,9 @@ mod imp {
         unsafe {
             p.cast::<u64>().sub(1).write(span_canary(p));
             if usable + 8 <= room {
-                p.add(usable).cast::<u64>().write(span_canary(p.add(usable)));
+                p.add(usable)
+                    .cast::<u64>()
+                    .write(span_canary(p.add(usable)));
             }
         }
     }
@@ -456,7 +474,9 @@ mod imp {
                     "heap underflow: the bytes just below large block {p:p} were overwritten"
                 ));
             }
-            if usable + 8 <= room && p.add(usable).cast::<u64>().read() != span_canary(p.add(usable)) {
+            if usable + 8 <= room
+                && p.add(usable).cast::<u64>().read() != span_canary(p.add(usable))
+            {
                 fatal(format_args!(
                     "heap overflow: the bytes just after large block {p:p} ({usable} usable bytes) were overwritten"
                 ));
@@ -585,6 +605,8 @@ mod imp {
     pub fn on_hand_out(_p: *mut u8, _class: usize) {}
     #[inline(always)]
     pub fn on_free(_p: *mut u8, _layout: core::alloc::Layout) {}
+    #[inline(always)]
+    pub fn on_heap_free(_p: *mut u8, _layout: core::alloc::Layout, _owned: impl FnOnce() -> bool) {}
     #[inline(always)]
     pub fn check_live(_p: *mut u8, _size: usize, _align: usize) {}
     #[inline(always)]

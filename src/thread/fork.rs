@@ -7,7 +7,7 @@
 //! The heap, which installs the hooks on its first use, hands in its own lock functions, so this
 //! module does not import the heap (the heap imports it).
 
-use crate::{checks::hardened, os, base::purger, memory::source, memory::span};
+use crate::{base::purger, checks, memory::source, memory::span, os};
 use core::sync::atomic::{AtomicPtr, Ordering};
 
 /// The heap's lock and unlock functions, stored by [`install`].
@@ -29,23 +29,20 @@ fn prepare() {
     HEAP_LOCK.call();
     source::lock_for_fork();
     span::lock_for_fork();
-    hardened::lock_for_fork();
-    #[cfg(feature = "profiling")]
-    crate::checks::profile::lock_for_fork();
+    checks::lock_for_fork();
 }
 
 /// # Safety
 /// Only after `prepare`, by the same thread (or its child).
 unsafe fn release(child: bool) {
     // SAFETY: HEAP_UNLOCK holds the `unsafe fn()` install stored before registering the hooks.
-    let unlock_heap: unsafe fn() =
-        unsafe { core::mem::transmute::<*mut (), unsafe fn()>(HEAP_UNLOCK.load(Ordering::Acquire)) };
+    let unlock_heap: unsafe fn() = unsafe {
+        core::mem::transmute::<*mut (), unsafe fn()>(HEAP_UNLOCK.load(Ordering::Acquire))
+    };
     // SAFETY: prepare took every one of these locks in this thread and forgot the guards; in the
     // child this thread is the only one, and the copies of the locks are held by it.
     unsafe {
-        #[cfg(feature = "profiling")]
-        crate::checks::profile::unlock_after_fork();
-        hardened::unlock_after_fork();
+        checks::unlock_after_fork();
         span::unlock_after_fork();
         source::unlock_after_fork();
         unlock_heap();

@@ -19,29 +19,25 @@
 //!
 //! Runs on 64-bit Linux, macOS and FreeBSD; elsewhere [`start`] returns [`Error::Unsupported`].
 
-if_profiled! {
-    mod flamegraph;
-    mod on_demand;
-    mod pprof;
-    mod sampler;
-    mod table;
-    pub(crate) use sampler::{armed, on_alloc, on_free};
-}
-if_not_profiled! {
-    /// Nothing to count where the profiler does not run.
-    #[inline(always)]
-    pub(crate) fn on_alloc(_: *mut u8, _: usize) {}
-    #[inline(always)]
-    pub(crate) fn on_free(_: *mut u8) {}
-    #[inline(always)]
-    pub(crate) fn armed() -> bool {
-        false
-    }
-    pub(crate) fn lock_for_fork() {}
-    /// # Safety
-    /// None: nothing to unlock.
-    pub(crate) unsafe fn unlock_after_fork() {}
-}
+// Where it records (`cfg(poolalloc_profiled)`, set by build.rs): 64-bit Linux, macOS and FreeBSD,
+// whose plain `thread_local!` never allocates. Elsewhere the data path calls the twins in
+// `checks/mod.rs` and the functions below say `Unsupported`.
+#[cfg(poolalloc_profiled)]
+mod flamegraph;
+#[cfg(poolalloc_profiled)]
+mod on_demand;
+#[cfg(poolalloc_profiled)]
+mod pprof;
+#[cfg(poolalloc_profiled)]
+mod sampler;
+#[cfg(poolalloc_profiled)]
+mod table;
+/// The data path's calls (through `checks`), and the profiler's lock for `fork`.
+#[cfg(poolalloc_profiled)]
+pub(crate) use {
+    sampler::{armed, on_alloc, on_free},
+    table::{lock_for_fork, unlock_after_fork},
+};
 
 use std::fmt;
 use std::io::{self, Write};
@@ -103,11 +99,12 @@ impl From<io::Error> for Error {
 /// from its next allocation on, other threads within 64 KiB of their allocations. Records of
 /// an earlier run stay (their blocks are still live).
 pub fn start(config: Config) -> Result<(), Error> {
-    if_profiled! {
+    #[cfg(poolalloc_profiled)]
+    {
         sampler::start(config.interval, config.seed);
-        return Ok(());
+        Ok(())
     }
-    #[allow(unreachable_code)]
+    #[cfg(not(poolalloc_profiled))]
     {
         let _ = config;
         Err(Error::Unsupported)
@@ -117,18 +114,20 @@ pub fn start(config: Config) -> Result<(), Error> {
 /// Stops sampling. The records of live sampled blocks stay (and still leave when their blocks
 /// are freed), so a later [`dump`] still shows them.
 pub fn stop() {
-    if_profiled! {
-        sampler::stop();
-    }
+    #[cfg(poolalloc_profiled)]
+    sampler::stop();
 }
 
 /// Whether the profiler samples now.
 pub fn running() -> bool {
-    if_profiled! {
-        return sampler::running();
+    #[cfg(poolalloc_profiled)]
+    {
+        sampler::running()
     }
-    #[allow(unreachable_code)]
-    false
+    #[cfg(not(poolalloc_profiled))]
+    {
+        false
+    }
 }
 
 /// Writes the profile to `path` in pprof's format (gzipped profile.proto), symbolized; read it
@@ -173,23 +172,30 @@ pub struct Dumps {
 /// no profiler; [`Error::Io`] (`InvalidInput`) for a prefix that is empty or longer than 480 bytes,
 /// a factor not above 1, or a signal the program handles itself (the other dumps are set anyway).
 pub fn dump_on(d: &Dumps) -> Result<(), Error> {
-    if_profiled! {
+    #[cfg(poolalloc_profiled)]
+    {
         let invalid = |what: &str| Error::Io(io::Error::new(io::ErrorKind::InvalidInput, what));
         let peak = match d.peak_factor {
             None => 0,
             Some(f) if f > 1.0 && f <= 1000.0 => (f * 1000.0).round() as usize,
-            Some(_) => return Err(invalid("the peak factor must be above 1 (and at most 1000)")),
+            Some(_) => {
+                return Err(invalid(
+                    "the peak factor must be above 1 (and at most 1000)",
+                ));
+            }
         };
         let every = d.every.map_or(0, |p| p.as_secs().max(1) as usize);
         if !crate::base::settings::set_prof_dumps(d.prefix.as_bytes(), peak, d.on_signal, every) {
             return Err(invalid("the prefix must be 1 to 480 bytes, without NUL"));
         }
         if !on_demand::arm() {
-            return Err(invalid("SIGUSR2 is handled by the program, or the dump thread did not start"));
+            return Err(invalid(
+                "SIGUSR2 is handled by the program, or the dump thread did not start",
+            ));
         }
-        return Ok(());
+        Ok(())
     }
-    #[allow(unreachable_code)]
+    #[cfg(not(poolalloc_profiled))]
     {
         let _ = d;
         Err(Error::Unsupported)
@@ -199,26 +205,30 @@ pub fn dump_on(d: &Dumps) -> Result<(), Error> {
 /// How many profiles [`dump_on`] (or the environment's `POOLALLOC_PROF_PEAK`, `_SIGNAL`,
 /// `_EVERY_S`) had the profiler write so far; the last one is `<prefix>.<pid>.<this>.pb.gz`.
 pub fn dumps_written() -> usize {
-    if_profiled! {
-        return on_demand::written();
+    #[cfg(poolalloc_profiled)]
+    {
+        on_demand::written()
     }
-    #[allow(unreachable_code)]
-    0
+    #[cfg(not(poolalloc_profiled))]
+    {
+        0
+    }
 }
 
 /// Writes a flamegraph (SVG, `inferno`) of the live bytes by stack to `path`, symbolized like
 /// [`dump`]'s profile. Allocates (nothing it allocates is sampled).
 pub fn flamegraph(path: impl AsRef<Path>) -> Result<(), Error> {
-    if_profiled! {
+    #[cfg(poolalloc_profiled)]
+    {
         let lines = {
             let _busy = sampler::Busy::enter();
             flamegraph::folded(&table::snapshot())
         };
         let file = io::BufWriter::new(std::fs::File::create(path)?);
         flamegraph::write_svg(&lines, file)?;
-        return Ok(());
+        Ok(())
     }
-    #[allow(unreachable_code)]
+    #[cfg(not(poolalloc_profiled))]
     {
         let _ = path;
         Err(Error::Unsupported)
@@ -227,18 +237,16 @@ pub fn flamegraph(path: impl AsRef<Path>) -> Result<(), Error> {
 
 /// The profile as an uncompressed profile.proto message.
 fn encode() -> Result<Vec<u8>, Error> {
-    if_profiled! {
+    #[cfg(poolalloc_profiled)]
+    {
         let _busy = sampler::Busy::enter();
         let snap = table::snapshot();
-        return Ok(pprof::encode(&snap, sampler::interval()));
+        Ok(pprof::encode(&snap, sampler::interval()))
     }
-    #[allow(unreachable_code)]
-    Err(Error::Unsupported)
-}
-
-if_profiled! {
-    /// The profiler's lock, for `fork` (see `fork.rs`).
-    pub(crate) use table::{lock_for_fork, unlock_after_fork};
+    #[cfg(not(poolalloc_profiled))]
+    {
+        Err(Error::Unsupported)
+    }
 }
 
 /// `POOLALLOC_PROF` (and `POOLALLOC_PROF_INTERVAL`): starts the profiler at start-up; true when
@@ -254,9 +262,8 @@ pub(crate) fn start_from_env() -> bool {
     };
     match start(config) {
         Ok(()) => {
-            if_profiled! {
-                on_demand::arm();
-            }
+            #[cfg(poolalloc_profiled)]
+            on_demand::arm();
             true
         }
         Err(e) => {

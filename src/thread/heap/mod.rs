@@ -56,17 +56,20 @@ mod thread;
 
 pub(crate) use alloc::{alloc, alloc_unsized, resized};
 pub(crate) use free::{dealloc, dealloc_unsized};
-pub(crate) use stats::{class_totals, count_large, large_alloc, large_dealloc, large_realloc, large_totals};
-#[cfg(feature = "hardened")]
+pub(crate) use stats::{
+    class_totals, count_large, large_alloc, large_dealloc, large_realloc, large_totals,
+};
 pub(crate) use thread::owned_by;
 pub(crate) use thread::{owned_alloc, owned_destroy, owned_free, owned_new, trim_current_thread};
-pub(crate) use thread::{owned_enter, owned_is_current, owned_leave, owned_release, owned_requested};
+pub(crate) use thread::{
+    owned_enter, owned_is_current, owned_leave, owned_release, owned_requested,
+};
 
-use crate::chunks::chunk::{self, Chunk, FreeSlot, push};
 use crate::base::class_set::ClassSet;
 use crate::base::lock::Lock;
-use crate::os;
 use crate::base::size_class::NUM_CLASSES;
+use crate::chunks::chunk::{self, Chunk, FreeSlot, push};
+use crate::os;
 use core::ptr;
 use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering::Relaxed};
 use free::Batch;

@@ -6,9 +6,11 @@
 use super::alloc::{alloc_from, collect, unfull_hinted};
 use super::free::{flush_all, free_slow, retire};
 use super::registry::{new_registered_heap, unregister};
-use super::{Bin, Heap, bin, current, empty, exited, fork, owner_add, owner_add32, slot, this_heap};
-use crate::chunks::chunk::{self, Chunk, FreeSlot, unlink};
+use super::{
+    Bin, Heap, bin, current, empty, exited, fork, owner_add, owner_add32, slot, this_heap,
+};
 use crate::base::size_class::NUM_CLASSES;
+use crate::chunks::chunk::{self, Chunk, FreeSlot, unlink};
 use crate::memory::source;
 use core::ptr;
 use core::sync::atomic::Ordering::Relaxed;
@@ -146,7 +148,6 @@ pub(crate) unsafe fn owned_free(h: *mut Heap, p: *mut u8, size: usize) {
 ///
 /// # Safety
 /// `p` is in a chunk of ours.
-#[cfg(feature = "hardened")]
 pub(crate) unsafe fn owned_by(h: *mut Heap, p: *mut u8) -> bool {
     // SAFETY: p's chunk header is live (caller); `owner` is an atomic.
     unsafe { (*chunk::of(p)).owner.load(Relaxed) == h.cast() }

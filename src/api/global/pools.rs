@@ -1,0 +1,206 @@
+//! `PoolAlloc`'s data path where the pools run: small requests to the calling thread's heap, large
+//! or over-aligned ones to `large` (the system allocator or spans, `LargeBlocks`). Each method has
+//! GlobalAlloc's contract for the method of the same name; the optional checks, hooks and profiler
+//! are called through `checks` (no-ops without their features).
+
+use super::PoolAlloc;
+use crate::base::size_class::{self, class_of};
+use crate::{checks, chunks::chunk, thread::heap};
+use core::alloc::Layout;
+use core::ptr;
+
+/// The layout a block is served with: the caller's, with the alignment of [`block_align`].
+#[inline(always)]
+fn block_layout(layout: Layout) -> Layout {
+    let align = block_align(layout.size(), layout.align());
+    if align == layout.align() {
+        layout
+    } else {
+        Layout::from_size_align(layout.size(), align).unwrap_or(layout)
+    }
+}
+
+/// The alignment a block of `size` bytes asked with `align` is served with: `align`, except that
+/// on musl a block of 16 bytes or more is 16-aligned, as malloc's are. Rust's musl targets link
+/// LLVM's libunwind, which reads the exception object (which std allocates with alignment 8) with
+/// 16-byte SSE moves: with 8-aligned blocks every unwinding panic crashed. Elsewhere this is the
+/// identity and compiles away.
+#[inline(always)]
+fn block_align(size: usize, align: usize) -> usize {
+    if cfg!(target_env = "musl") && size >= 16 {
+        align.max(16)
+    } else {
+        align
+    }
+}
+
+/// `raw_alloc` beyond the common case. Size first, where the fast path holds it.
+///
+/// # Safety
+/// `size` and `align` form a valid layout of non-zero size.
+#[inline(never)]
+unsafe fn alloc_rest(size: usize, align: usize) -> *mut u8 {
+    match class_of(size, align) {
+        Some(c) => small_alloc(c, size),
+        // SAFETY: a valid, non-zero layout (caller).
+        None => unsafe { heap::large_alloc(Layout::from_size_align_unchecked(size, align), false) },
+    }
+}
+
+/// A block of class `c` for a request of `size` bytes (null when out of memory).
+#[inline(always)]
+fn small_alloc(c: usize, size: usize) -> *mut u8 {
+    let p = heap::alloc(c, size);
+    if !p.is_null() {
+        checks::on_hand_out(p, c);
+    }
+    p
+}
+
+impl PoolAlloc {
+    #[inline(always)]
+    pub(super) unsafe fn raw_alloc(&self, layout: Layout) -> *mut u8 {
+        let layout = block_layout(layout);
+        // SAFETY: forwarded contract.
+        let p = unsafe { self.pool_alloc(layout) };
+        // With `profiling`, every block passes the sampler's countdown (one subtract, one branch).
+        checks::on_alloc(p, layout.size());
+        p
+    }
+
+    #[inline(always)]
+    unsafe fn pool_alloc(&self, layout: Layout) -> *mut u8 {
+        // The common case straight through (no branch joins it: one jump fewer), the rest out of
+        // line.
+        if let Some(c) = size_class::class_of_common(layout.size(), layout.align()) {
+            return small_alloc(c, layout.size());
+        }
+        // SAFETY: forwarded contract.
+        unsafe { alloc_rest(layout.size(), layout.align()) }
+    }
+
+    #[inline(always)]
+    pub(super) unsafe fn raw_dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // Once the profiler has recorded a block, frees go out of line past its records (a tail
+        // call: the fast path keeps no register for it).
+        if checks::frees_recorded() {
+            // SAFETY: forwarded contract.
+            return unsafe { self.profiled_dealloc(ptr, layout) };
+        }
+        // SAFETY: forwarded contract.
+        unsafe { self.pool_dealloc(ptr, layout) }
+    }
+
+    /// A free while the profiler holds records: the block's record (if any) goes first.
+    #[inline(never)]
+    unsafe fn profiled_dealloc(&self, ptr: *mut u8, layout: Layout) {
+        checks::on_free(ptr);
+        // SAFETY: forwarded contract.
+        unsafe { self.pool_dealloc(ptr, layout) }
+    }
+
+    #[inline(always)]
+    unsafe fn pool_dealloc(&self, ptr: *mut u8, layout: Layout) {
+        let layout = block_layout(layout);
+        if size_class::is_small(layout.size(), layout.align()) {
+            checks::on_slot_free(ptr, layout);
+            // SAFETY: ptr is a live small block (caller's contract); its chunk header names its
+            // class, which the layout's is (checked with `hardened`).
+            unsafe { heap::dealloc(ptr, layout.size()) }
+        } else {
+            // SAFETY: a large block; forwarded contract.
+            unsafe { heap::large_dealloc(ptr, layout) }
+        }
+    }
+
+    #[inline(always)]
+    pub(super) unsafe fn raw_alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        let layout = block_layout(layout);
+        let p = match class_of(layout.size(), layout.align()) {
+            Some(c) => {
+                let p = heap::alloc(c, layout.size());
+                if !p.is_null() {
+                    checks::on_hand_out(p, c);
+                    // A recycled slot is dirty (at least its link word), so zero what was asked for.
+                    // SAFETY: p is a fresh slot of at least layout.size() bytes.
+                    unsafe { ptr::write_bytes(p, 0, layout.size()) };
+                }
+                p
+            }
+            // SAFETY: forwarded contract.
+            None => unsafe { heap::large_alloc(layout, true) },
+        };
+        checks::on_alloc(p, layout.size());
+        p
+    }
+
+    pub(super) unsafe fn raw_realloc(
+        &self,
+        ptr: *mut u8,
+        layout: Layout,
+        new_size: usize,
+    ) -> *mut u8 {
+        let old_align = block_align(layout.size(), layout.align());
+        let small = size_class::is_small(layout.size(), old_align);
+        if small {
+            checks::check_live(ptr, layout.size(), old_align);
+            // The slot's own class, from its chunk header: the layout's class, unless an earlier
+            // realloc shrank the block in place (`size_class::stays`).
+            // SAFETY: ptr is a live small block (caller's contract; checked with `hardened`), so
+            // its chunk header is mapped, and its class does not change while the block lives.
+            let c = unsafe { (*chunk::of(ptr)).class } as usize;
+            if size_class::stays(
+                c,
+                new_size,
+                block_align(new_size, layout.align()),
+                ptr as usize,
+            ) {
+                // The block stays in its slot (its chunk counts it), with its new requested size.
+                // SAFETY: ptr is a live small block (caller's contract).
+                unsafe { heap::resized(ptr, layout.size(), new_size) };
+                // The profiler sees the block freed and allocated again at its new size.
+                checks::on_resize_in_place(ptr, new_size);
+                return ptr;
+            }
+        } else {
+            checks::on_large_free(ptr, true);
+        }
+        let new_small = size_class::is_small(new_size, block_align(new_size, layout.align()));
+        match (small, new_small) {
+            (false, false) => {
+                // Forgotten before the system frees it (its address may then be handed out again).
+                checks::on_free(ptr);
+                // SAFETY: both sizes are large; forwarded contract.
+                let q = unsafe { heap::large_realloc(ptr, layout, new_size) };
+                checks::on_alloc(q, new_size);
+                q
+            }
+            _ => {
+                // SAFETY: the caller guarantees new_size with layout.align() forms a valid layout.
+                let new_layout =
+                    unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
+                // SAFETY: new_layout is valid and non-zero in size (caller).
+                let q = unsafe { self.raw_alloc(new_layout) };
+                if !q.is_null() {
+                    // SAFETY: both blocks hold at least min(old, new) bytes and are distinct.
+                    unsafe {
+                        ptr::copy_nonoverlapping(ptr, q, layout.size().min(new_size));
+                        self.raw_dealloc(ptr, layout);
+                    }
+                }
+                q
+            }
+        }
+    }
+}
+
+/// The usable size of a block allocated with `layout`: its slot size, or the request for large
+/// blocks.
+#[inline]
+pub fn usable_size(layout: Layout) -> usize {
+    let l = block_layout(layout);
+    match class_of(l.size(), l.align()) {
+        Some(c) => size_class::size_of(c),
+        None => layout.size(),
+    }
+}
