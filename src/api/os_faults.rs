@@ -2,7 +2,7 @@
 //! hand a null pointer to its own caller (or fall back, for a remap) while every other block stays
 //! as it was. Unit tests only: the injected faults exist under `cfg(test)`.
 
-use crate::{PoolAlloc, os, api::raw};
+use crate::{PoolAlloc, api::raw, os};
 use core::alloc::{GlobalAlloc, Layout};
 
 /// Marks a block's first and last words with `tag`.
@@ -16,7 +16,9 @@ fn mark(p: *mut u8, len: usize, tag: usize) {
 
 fn marked(p: *mut u8, len: usize, tag: usize) -> bool {
     // SAFETY: as in `mark`.
-    unsafe { p.cast::<usize>().read() == tag && p.add(len - 8).cast::<usize>().read_unaligned() == !tag }
+    unsafe {
+        p.cast::<usize>().read() == tag && p.add(len - 8).cast::<usize>().read_unaligned() == !tag
+    }
 }
 
 #[test]

@@ -15,7 +15,7 @@
 //! chunks beyond the retained ones go back at once. A delay of zero never starts it. The delay is a
 //! setting (`settings.rs`: `POOLALLOC_PURGE_DELAY_MS`, `set_purge_delay`).
 
-use crate::{os, base::settings};
+use crate::{base::settings, os};
 use core::ptr;
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, Ordering};
 

@@ -168,7 +168,10 @@ mod tests {
         {
             let above = core::ptr::without_provenance_mut::<u8>(GRANULES * CHUNK_SIZE);
             assert!(!set(Kind::Chunk, above, CHUNK_SIZE, true));
-            assert_eq!(kind_of(core::ptr::without_provenance(usize::MAX)), Kind::Foreign);
+            assert_eq!(
+                kind_of(core::ptr::without_provenance(usize::MAX)),
+                Kind::Foreign
+            );
         }
     }
 }

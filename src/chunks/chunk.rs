@@ -47,9 +47,9 @@
 //! (thread, class) and the granularity at which memory returns to the OS. mimalloc's 64 KiB pages
 //! would give the 32 KiB class one slot per chunk (50% waste) or need a second chunk size.
 
+use crate::base::size_class;
 use crate::chunks::link;
 use crate::chunks::remote_list;
-use crate::base::size_class;
 use core::ptr;
 use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 
@@ -61,7 +61,6 @@ pub const CHUNK_SIZE: usize = 1 << CHUNK_SHIFT;
 pub const HEADER_SIZE: usize = 192;
 /// Bytes of never-used slots carved onto the free list at a time (at least one slot).
 const EXTEND_BYTES: usize = 4096;
-
 
 /// A free slot: its first word links to the next free slot (encoded with `hardened`).
 #[repr(C)]
@@ -617,7 +616,9 @@ mod tests {
                 std::thread::spawn(move || {
                     for s in part {
                         // SAFETY: each slot is handed out once and freed once, here.
-                        unsafe { push_remote(cc as *mut Chunk, s as *mut FreeSlot, s as *mut FreeSlot) };
+                        unsafe {
+                            push_remote(cc as *mut Chunk, s as *mut FreeSlot, s as *mut FreeSlot)
+                        };
                     }
                 })
             })

@@ -108,7 +108,12 @@ mod imp {
             // A zeroed word must decode to an address no link holds: 8-byte blocks are zeroed when
             // handed out, and must then not look free.
             let k0 = k[0] | 1;
-            if !never_a_link(0usize.wrapping_sub(k0).rotate_right((k0 & ROTATE_MASK) as u32) ^ k[1]) {
+            if !never_a_link(
+                0usize
+                    .wrapping_sub(k0)
+                    .rotate_right((k0 & ROTATE_MASK) as u32)
+                    ^ k[1],
+            ) {
                 k[1] ^= NOT_A_LINK_BIT;
             }
             KEYS.k0.store(k0, Relaxed);
@@ -127,7 +132,11 @@ mod imp {
     #[inline(always)]
     pub fn encode<T>(p: *mut T) -> *mut T {
         let (k0, k1) = (KEYS.k0.load(Relaxed), KEYS.k1.load(Relaxed));
-        p.map_addr(|a| (a ^ k1).rotate_left((k0 & ROTATE_MASK) as u32).wrapping_add(k0))
+        p.map_addr(|a| {
+            (a ^ k1)
+                .rotate_left((k0 & ROTATE_MASK) as u32)
+                .wrapping_add(k0)
+        })
     }
 
     #[inline(always)]
@@ -325,7 +334,10 @@ mod tests {
                 // SAFETY: byte < 64 lies inside copy.
                 unsafe { *c.add(byte) ^= 0x40 };
                 // SAFETY: as above.
-                assert!(!unsafe { poison_intact(c, size) }, "size {size}, byte {byte}");
+                assert!(
+                    !unsafe { poison_intact(c, size) },
+                    "size {size}, byte {byte}"
+                );
             }
         }
     }

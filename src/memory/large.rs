@@ -13,9 +13,9 @@
 //! system allocator once the program stopped freeing large blocks for the purge delay (see
 //! `purger.rs`).
 
-use crate::chunks::addr_map::{self, Kind};
 use crate::base::settings::{self, LargeBlocks};
-use crate::{checks::hardened, os, base::purger, memory::source, memory::span};
+use crate::chunks::addr_map::{self, Kind};
+use crate::{base::purger, checks::hardened, memory::source, memory::span, os};
 use core::alloc::{GlobalAlloc, Layout};
 use core::ptr;
 use core::sync::atomic::{AtomicBool, Ordering};
@@ -146,7 +146,12 @@ unsafe fn span_realloc(p: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         return q;
     }
     // SAFETY: new_size (large, so non-zero) with layout's alignment is a valid layout (caller).
-    let q = unsafe { fresh(Layout::from_size_align_unchecked(new_size, layout.align()), false) };
+    let q = unsafe {
+        fresh(
+            Layout::from_size_align_unchecked(new_size, layout.align()),
+            false,
+        )
+    };
     if !q.is_null() {
         // SAFETY: both blocks hold min(old, new) bytes and are distinct; p is ours to free.
         unsafe {

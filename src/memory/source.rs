@@ -23,14 +23,14 @@
 //! way round. A chunk on a list here has no owner: the holder of the list's lock may touch every
 //! field of its header.
 
-use crate::chunks::addr_map::{self, Kind};
-use crate::chunks::chunk::{self, CHUNK_SIZE, Chunk};
 use crate::base::class_set::ClassSet;
-use crate::checks::hardened;
-use crate::chunks::link;
 use crate::base::lock::Lock;
 use crate::base::size_class::NUM_CLASSES;
-use crate::{os, base::purger, base::settings, memory::span};
+use crate::checks::hardened;
+use crate::chunks::addr_map::{self, Kind};
+use crate::chunks::chunk::{self, CHUNK_SIZE, Chunk};
+use crate::chunks::link;
+use crate::{base::purger, base::settings, memory::span, os};
 use core::ptr;
 use core::sync::atomic::{AtomicUsize, Ordering};
 

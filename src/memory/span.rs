@@ -26,9 +26,9 @@
 //! where the OS can (`mremap` on Linux: no copy, in place when the address space after it is
 //! free) and copies the block elsewhere.
 
+use crate::base::lock::Lock;
 use crate::chunks::addr_map::{self, Kind};
 use crate::chunks::chunk::CHUNK_SIZE;
-use crate::base::lock::Lock;
 use crate::{checks::hardened, os};
 use core::ptr;
 
@@ -259,7 +259,9 @@ fn header(p: *mut u8) -> Option<*mut Header> {
         return None;
     }
     // SAFETY: h is the header of a live block (its magic says so).
-    unsafe { hardened::check_span_block(p, (*h).usable, (*h).base as usize + (*h).len - p as usize) };
+    unsafe {
+        hardened::check_span_block(p, (*h).usable, (*h).base as usize + (*h).len - p as usize)
+    };
     Some(h)
 }
 
@@ -492,7 +494,11 @@ fn reuse_big(size: usize, align: usize, len: usize, balign: usize) -> Option<*mu
     // it by copying.
     let p = unsafe {
         let p = s.base.add(off);
-        let u = if fits { usable_for(size, off, s.len) } else { 0 };
+        let u = if fits {
+            usable_for(size, off, s.len)
+        } else {
+            0
+        };
         write_header(p, s.base, s.len, u);
         p
     };
@@ -665,7 +671,11 @@ pub(crate) mod tests {
             }
             let (q, u) = resize(p, 600_000);
             assert!(!q.is_null() && u >= 600_000);
-            assert_eq!(q.wrapping_sub(offset(16)), waiting, "the waiting span was taken");
+            assert_eq!(
+                q.wrapping_sub(offset(16)),
+                waiting,
+                "the waiting span was taken"
+            );
             assert!(is_block(q));
             assert!(!is_block(p), "the old span waits, its block freed");
             assert!((0..200_000).all(|i| *q.add(i) == (i % 251) as u8));

@@ -9,7 +9,7 @@
 //! handler. A peak that lasts less than the poll period can be missed.
 
 use super::table;
-use crate::{os, base::settings};
+use crate::{base::settings, os};
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 

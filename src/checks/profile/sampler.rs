@@ -149,7 +149,11 @@ fn sample(p: *mut u8, size: usize) {
         // First look since `start`: seed, and place this thread's first sample point.
         let seed = match SEED.load(Relaxed) {
             0 => crate::os::random_seed()[0] as u64,
-            s => s ^ THREADS.fetch_add(1, Relaxed).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            s => {
+                s ^ THREADS
+                    .fetch_add(1, Relaxed)
+                    .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            }
         };
         RNG.with(|r| r.set(seed | 1));
         let left = draw(interval).saturating_sub(size as isize);

@@ -171,7 +171,14 @@ pub fn insert(addr: usize, size: usize, weight: f64, frames: &[usize]) {
         s.alloc_objects += weight;
         s.alloc_bytes += weight * size as f64;
     }
-    match t.records.insert(addr, Sampled { size, weight, stack }) {
+    match t.records.insert(
+        addr,
+        Sampled {
+            size,
+            weight,
+            stack,
+        },
+    ) {
         Err(_) => t.dropped += 1,
         // A block freed while the profiler was off, its address reused: the new record stands.
         Ok(Some(old)) => t.live_bytes += weight * size as f64 - old.weight * old.size as f64,

@@ -5,8 +5,8 @@
 use super::registry::ORPHAN;
 use super::{Heap, bin, count_supply, current, empty, exited, init_heap, make_current};
 use super::{owner_add, owner_add32, push_avail, this_heap};
-use crate::chunks::chunk::{self, Chunk, FreeSlot, unlink};
 use crate::base::size_class::NUM_CLASSES;
+use crate::chunks::chunk::{self, Chunk, FreeSlot, unlink};
 use crate::{chunks::remote_list, memory::source};
 use core::ptr;
 use core::sync::atomic::Ordering::Relaxed;

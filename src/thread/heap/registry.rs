@@ -3,8 +3,8 @@
 
 use super::{Bin, Heap, bin, new_heap};
 use crate::base::lock::Lock;
-use crate::os;
 use crate::base::size_class::NUM_CLASSES;
+use crate::os;
 use core::ptr;
 use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
@@ -100,7 +100,8 @@ pub(super) unsafe fn unregister(h: *mut Heap) {
         for (c, o) in ORPHAN.iter().enumerate() {
             let b = bin(h, c);
             o.pending.fetch_add((*b).pending.swap(0, Relaxed), Relaxed);
-            o.supplied.fetch_add((*b).supplied.swap(0, Relaxed), Relaxed);
+            o.supplied
+                .fetch_add((*b).supplied.swap(0, Relaxed), Relaxed);
         }
         for (o, x) in ORPHAN_LARGE.iter().zip([
             &(*h).large_blocks,

@@ -3,11 +3,11 @@
 
 use super::registry::{ORPHAN, ORPHAN_LARGE, REGISTRY};
 use super::{bin, current, empty, exited, init_heap, owner_add, this_heap};
-use crate::chunks::chunk;
 use crate::base::size_class::NUM_CLASSES;
+use crate::chunks::chunk;
 use crate::memory::large;
-use core::alloc::Layout;
 use crate::memory::source;
+use core::alloc::Layout;
 use core::ptr;
 use core::sync::atomic::Ordering::Relaxed;
 
