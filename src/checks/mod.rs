@@ -16,7 +16,7 @@
 //! | block handed to the program | `on_hand_out` (a slot), `zero_size_block` | | `on_alloc` (any block) |
 //! | block freed | `on_slot_free` (a slot; before the free), `on_large_free`, `on_foreign`, `on_invalid_pointer` | | `on_free` (any block; before the free, so the address cannot be handed out again first); `frees_recorded` |
 //! | realloc | `check_live`; `is_zero_size_block` | | `on_resize_in_place` |
-//! | a small block freed to a `Heap` | `on_heap_free` | | |
+//! | a block freed to a `Heap` | `on_heap_free` (a slot), `on_tracked_free` (a tracked block) | | |
 //! | `fork` | `lock_for_fork`, `unlock_after_fork` | | the same |
 
 use core::alloc::Layout;
@@ -140,6 +140,28 @@ pub(crate) fn zero_size_block(size: usize, align: usize) -> *mut u8 {
 #[inline(always)]
 pub(crate) fn on_heap_free(p: *mut u8, layout: Layout, owned: impl FnOnce() -> bool) {
     hardened::on_heap_free(p, layout, owned)
+}
+
+/// A block tracked by a `Heap` (a large one, or any where the pools have no port) is freed to it:
+/// with `hardened`, aborts unless the word at `check` (its header's check word, read without
+/// faulting as `p` may be any pointer; null when `p` cannot have a header) equals `expected`.
+#[inline(always)]
+pub(crate) fn on_tracked_free(p: *mut u8, check: *mut u8, expected: usize) {
+    #[cfg(feature = "hardened")]
+    {
+        let mut w = [0u8; size_of::<usize>()];
+        if !check.is_null() {
+            // SAFETY: w holds w.len() writable bytes; the OS layer reads `check` without faulting.
+            unsafe { crate::os::copy_readable(check, w.as_mut_ptr(), w.len()) };
+        }
+        if usize::from_ne_bytes(w) != expected {
+            crate::base::fatal::fatal(format_args!(
+                "a block freed to a Heap that did not allocate it ({p:p})"
+            ));
+        }
+    }
+    #[cfg(not(feature = "hardened"))]
+    let _ = (p, check, expected);
 }
 
 /// Before `fork`: the checks' and the profiler's locks (after the memory layer's).

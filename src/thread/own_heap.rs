@@ -31,6 +31,7 @@
 //! `fork` while another thread holds its lock (the child finds it locked).
 
 use crate::base::lock::Lock;
+use crate::checks;
 use allocator_api2::alloc::{AllocError, Allocator};
 use core::alloc::Layout;
 use core::ptr::{self, NonNull};
@@ -262,25 +263,18 @@ impl Inner {
     unsafe fn free_tracked(&mut self, p: *mut u8) {
         // Wrapping: under `hardened` p may be any pointer until its header is checked.
         let t = p.wrapping_sub(size_of::<Tracked>()).cast::<Tracked>();
+        // With `hardened`: the header's check word, where a header of p would be (none for a
+        // misaligned p), says this heap made it.
+        let check = if p as usize % align_of::<Tracked>() == 0 {
+            t.cast::<u8>()
+                .wrapping_add(core::mem::offset_of!(Tracked, check))
+        } else {
+            ptr::null_mut()
+        };
+        checks::on_tracked_free(p, check, TRACKED ^ self.id ^ t as usize);
         // SAFETY: p's header lies just before it (alloc_tracked), linked in our list (checked
         // first with `hardened`).
         unsafe {
-            #[cfg(feature = "hardened")]
-            {
-                // Read without faulting: p may be any pointer.
-                let mut w = [0u8; size_of::<usize>()];
-                if p as usize % align_of::<Tracked>() == 0 {
-                    let at = t
-                        .cast::<u8>()
-                        .wrapping_add(core::mem::offset_of!(Tracked, check));
-                    crate::os::copy_readable(at, w.as_mut_ptr(), w.len());
-                }
-                if usize::from_ne_bytes(w) != TRACKED ^ self.id ^ t as usize {
-                    crate::base::fatal::fatal(format_args!(
-                        "a block freed to a Heap that did not allocate it ({p:p})"
-                    ));
-                }
-            }
             let (prev, next) = ((*t).prev, (*t).next);
             if prev.is_null() {
                 self.tracked = next;
