@@ -31,10 +31,10 @@ impl Heap {
     /// Runs `f` with the calling thread's global allocations routed into this heap: every
     /// small block `PoolAlloc` hands this thread meanwhile (a `String`, a `Vec`, a `Box` of 32
     /// KiB or less, made by any code) comes from the heap's chunks and counts in
-    /// [`HeapStats::entered_bytes`]. Such a block is an ordinary global block: it may be freed
-    /// anywhere, on any thread, after the scope, and may outlive the heap, which then
-    /// retires its scope chunks as a thread's heap retires at exit instead of freeing them.
-    /// Large blocks are not routed.
+    /// [`HeapStats::entered_bytes`](super::HeapStats::entered_bytes). Such a block is an
+    /// ordinary global block: it may be freed anywhere, on any thread, after the scope, and may
+    /// outlive the heap, which then retires its scope chunks as a thread's heap retires at exit
+    /// instead of freeing them. Large blocks are not routed.
     ///
     /// The scope holds the heap's lock: another thread's use of this heap (its `Allocator`
     /// methods, `stats`, `enter`) waits for it to end; this thread's own use inside the scope
@@ -100,7 +100,7 @@ impl Heap {
 }
 
 impl Inner {
-    /// [`HeapStats::entered_bytes`].
+    /// [`HeapStats::entered_bytes`](super::HeapStats::entered_bytes).
     pub(super) fn entered_bytes(&self) -> usize {
         if self.scoped.is_null() {
             return 0;
