@@ -226,20 +226,30 @@ fn serde_json_parse_counts_are_exact_and_leak_free() {
     );
 }
 
+/// Every `.rs` file under `src/` (its folders included), named by its path below `src/`.
 fn this_crates_sources() -> Vec<(String, String)> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "rs"))
-        .collect();
+    let (mut files, mut folders) = (Vec::new(), vec![dir.clone()]);
+    while let Some(folder) = folders.pop() {
+        for p in std::fs::read_dir(&folder)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+        {
+            if p.is_dir() {
+                folders.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                files.push(p);
+            }
+        }
+    }
     files.sort();
     assert!(files.len() > 5, "sources not found in {}", dir.display());
     files
         .into_iter()
         .map(|p| {
             let text = std::fs::read_to_string(&p).unwrap();
-            (p.file_name().unwrap().to_string_lossy().into_owned(), text)
+            let name = p.strip_prefix(&dir).unwrap().display().to_string();
+            (name, text)
         })
         .collect()
 }
