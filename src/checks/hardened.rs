@@ -19,10 +19,10 @@
 //! about 2^-37; on 32-bit targets, an 8-aligned address in its own chunk, 2^-17, and its last 4
 //! bytes its 32-bit tag, 2^-32: 2^-49 together).
 
-//! Every function here has a no-op twin when the feature is off; the data path calls them
-//! unconditionally from the hand-out and free points (`global` for `PoolAlloc`, `raw` for the
-//! size-less interface, `own_heap` for `Heap`), and the chunk source
-//! registers its regions. Free-slot marks and link encoding are written by [`crate::chunks::link`].
+//! Every function here has a no-op twin when the feature is off. The hand-out and free points
+//! (`global` for `PoolAlloc`, `raw` for the size-less interface, `own_heap` for `Heap`) reach them
+//! through the facade in `checks/mod.rs`; the memory layer (`large`, `span`, `source`) calls them
+//! directly for large blocks, spans and the link keys. Free-slot marks and link encoding are written by [`crate::chunks::link`].
 
 pub use imp::*;
 
