@@ -1,7 +1,7 @@
 //! A minimal reader of pprof's profile.proto, for the tests of the profiler (`tests/profile.rs`,
-//! `capi/tests/profile.rs`): the strings, functions, locations, samples and sample types, enough
-//! to total a sample type over the stacks that pass through a function.
-#![allow(dead_code)]
+//! `tests/profile_on_demand.rs`, `capi/tests/profile.rs`) and `examples/profile_markdown.rs`: the
+//! strings, functions, locations, samples and sample types, enough to total a sample type over the
+//! stacks that pass through a function.
 
 use std::collections::HashMap;
 
@@ -78,6 +78,7 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// Reads an uncompressed profile.
 pub fn parse(bytes: &[u8]) -> Profile {
     let mut p = Profile::default();
     let mut r = Reader(bytes);
