@@ -143,40 +143,27 @@ macro_rules! if_not_profiled {
     ($($t:tt)*) => { $($t)* };
 }
 
-// Everything but `region` and `size_class` needs `std` (`testing`, `profiling` and `raw` turn it on).
-#[cfg(all(
-    feature = "std",
-    any(feature = "hardened", feature = "testing", feature = "profiling")
-))]
-mod addr_table;
-#[cfg(all(feature = "std", any(feature = "hardened", feature = "testing")))]
-mod fatal;
-#[cfg(feature = "std")]
-mod global;
-#[cfg(feature = "testing")]
-mod hooks;
-#[cfg(feature = "std")]
-mod lock;
+// The layers, each a folder using only those above it (`.ci/layers.py` checks it): the OS; the
+// foundations; `region` (the one module of a build without `std`, besides `size_class`); the chunks;
+// the optional checks; where memory comes from; the thread model; the public API.
+mod base;
 #[cfg(feature = "std")]
 mod os;
-#[cfg(feature = "std")]
-mod own_heap;
-#[cfg(feature = "std")]
-pub mod pools;
-#[cfg(feature = "profiling")]
-pub mod profile;
 pub mod region;
 #[cfg(feature = "std")]
-mod settings;
-mod size_class;
+if_pools! {
+    mod chunks;
+}
 #[cfg(feature = "std")]
-mod stack_text;
+mod checks;
 #[cfg(feature = "std")]
-mod stats;
+if_pools! {
+    mod memory;
+}
 #[cfg(feature = "std")]
-mod stats_format;
+mod api;
 #[cfg(feature = "std")]
-pub mod testing;
+mod thread;
 
 /// The atomics of the model-checked modules (`remote_list`): `core`'s here; loom's in
 /// `tests/loom_remote.rs`, which includes those files with its own `sync`.
@@ -186,49 +173,36 @@ mod sync {
 }
 
 #[cfg(feature = "std")]
+pub use api::pools;
+#[cfg(feature = "std")]
 if_pools! {
-    mod addr_map;
-    mod chunk;
-    mod class_set;
-    mod fork;
-    mod hardened;
-    mod heap;
-    mod large;
-    mod link;
-    #[cfg(all(test, not(miri)))]
-    mod os_faults;
-    mod purger;
-    mod remote_list;
     #[cfg(feature = "raw")]
     #[cfg_attr(docsrs, doc(cfg(feature = "raw")))]
-    pub mod raw;
-    // Without the feature the module is private but still built, so the large spans it alone
-    // uses stay compiled and checked in every build (instead of a cfg through five modules).
-    #[cfg(not(feature = "raw"))]
-    #[allow(dead_code)]
-    mod raw;
-    mod source;
-    mod span;
+    pub use api::raw;
 }
+#[cfg(feature = "std")]
+pub use api::testing;
+#[cfg(feature = "profiling")]
+pub use checks::profile;
 
 #[cfg(feature = "std")]
-pub use global::PoolAlloc;
+pub use api::global::PoolAlloc;
+#[cfg(feature = "std")]
+pub use api::pools::{AcquireError, BlockingPool, Pooled, Shutdown};
+#[cfg(feature = "std")]
+pub use api::pools::{GROUP_SLOTS, Handle, Iter, IterMut, Pool};
+#[cfg(feature = "std")]
+pub use api::stats::{ClassStats, Stats, stats, trim};
+#[cfg(feature = "std")]
+pub use base::settings::{HugePages, huge_pages, set_huge_pages};
+#[cfg(feature = "std")]
+pub use base::settings::{LargeBlocks, large_blocks, set_large_blocks};
+#[cfg(feature = "std")]
+pub use base::settings::{purge_delay, retained_chunks, set_purge_delay, set_retained_chunks};
 #[cfg(feature = "std")]
 pub use os::Backend;
 #[cfg(feature = "std")]
-pub use own_heap::{Heap, HeapStats};
-#[cfg(feature = "std")]
-pub use pools::{AcquireError, BlockingPool, Pooled, Shutdown};
-#[cfg(feature = "std")]
-pub use pools::{GROUP_SLOTS, Handle, Iter, IterMut, Pool};
-#[cfg(feature = "std")]
-pub use settings::{HugePages, huge_pages, set_huge_pages};
-#[cfg(feature = "std")]
-pub use settings::{LargeBlocks, large_blocks, set_large_blocks};
-#[cfg(feature = "std")]
-pub use settings::{purge_delay, retained_chunks, set_purge_delay, set_retained_chunks};
-#[cfg(feature = "std")]
-pub use stats::{ClassStats, Stats, stats, trim};
+pub use thread::own_heap::{Heap, HeapStats};
 
 /// The examples of the README and of `docs/`, run as doc tests (some need the `testing` feature,
 /// so all run with it).
@@ -251,7 +225,7 @@ struct HeapsDocExamples;
 #[cfg(feature = "std")]
 if_pools! {
     /// Size of every chunk, in bytes.
-    pub const CHUNK_SIZE: usize = chunk::CHUNK_SIZE;
+    pub const CHUNK_SIZE: usize = chunks::chunk::CHUNK_SIZE;
 }
 #[cfg(feature = "std")]
 if_fallback! {
@@ -259,8 +233,8 @@ if_fallback! {
     pub const CHUNK_SIZE: usize = 256 * 1024;
 }
 /// The largest request (after rounding up to its alignment) served from the pools.
-pub const MAX_SMALL: usize = size_class::MAX_SMALL;
+pub const MAX_SMALL: usize = base::size_class::MAX_SMALL;
 /// The slot sizes of the size classes, smallest first.
 pub fn class_sizes() -> &'static [usize] {
-    &size_class::CLASS_SIZE
+    &base::size_class::CLASS_SIZE
 }
