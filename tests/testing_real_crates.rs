@@ -223,20 +223,29 @@ fn serde_json_parse_counts_are_exact_and_leak_free() {
     );
 }
 
+/// Every `.rs` file under src/ (its folders included), by its path below src/, sorted.
 fn this_crates_sources() -> Vec<(String, String)> {
+    fn walk(dir: &Path, files: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(&p, files);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                files.push(p);
+            }
+        }
+    }
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "rs"))
-        .collect();
+    let mut files = Vec::new();
+    walk(&dir, &mut files);
     files.sort();
     assert!(files.len() > 5, "sources not found in {}", dir.display());
     files
         .into_iter()
         .map(|p| {
             let text = std::fs::read_to_string(&p).unwrap();
-            (p.file_name().unwrap().to_string_lossy().into_owned(), text)
+            let name = p.strip_prefix(&dir).unwrap().to_string_lossy().into_owned();
+            (name, text)
         })
         .collect()
 }
