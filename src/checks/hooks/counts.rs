@@ -5,7 +5,7 @@ use core::cell::{Cell, RefCell};
 use core::ptr;
 
 /// What the calling thread did through [`PoolAlloc`](crate::PoolAlloc) while a [`count`] ran. Bytes
-/// are requested bytes (`Layout::size()`, as [`stats()`](crate::api::stats) counts them), not slot sizes.
+/// are requested bytes (`Layout::size()`, as [`stats()`](crate::stats()) counts them), not slot sizes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counts {
     /// Successful allocations (`alloc`, `alloc_zeroed`; a null return is not counted).
