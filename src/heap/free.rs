@@ -172,7 +172,8 @@ static BATCH_LIMIT: [u32; NUM_CLASSES] = {
 /// A free by a thread that does not own the slot's chunk (or has no heap yet, or has exited).
 /// The slot joins this heap's batch for its class ([`Batch`]), unless the chunk has no owner (its
 /// thread exited: nobody allocates from it, and the source reaps it once it empties) or this
-/// thread has no heap: then it goes to the chunk at once.
+/// thread has exited (its heap is the static *exited* one): then it goes to the chunk at once. A
+/// thread with no heap yet takes one first.
 #[cold]
 #[inline(never)]
 // Arguments in the order the fast path holds them, as `alloc_slow`'s (alloc.rs).

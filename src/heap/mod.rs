@@ -7,20 +7,8 @@
 //! chunk, so the owner looks at its full list again), and `stats` walks its lists under its
 //! `lists` lock, which the owner takes only where a chunk changes place (never on a fast path).
 //!
-//! ```text
-//! alloc:  current.free ─ pop ─▶ slot                       (no lock, no atomic)
-//!           │ empty
-//!           ▼
-//!         local_free → free; remote → free (one swap); carve a page of never-used slots
-//!           │ still empty: the chunk is full (FULL on `remote`, onto the full list)
-//!           ▼
-//!         hinted full chunks back to avail; next avail chunk; adopt an abandoned chunk;
-//!         a chunk from the source (retained empty, spare, fresh)
-//! free:   owner == this heap ─▶ push local_free, used -= 1  (no lock, no atomic)
-//!         else ─▶ onto this heap's batch for the class (`Batch`), which goes onto the chunk's
-//!                 remote list with one CAS when full, when a free goes to another chunk, or on
-//!                 this thread's next slow path; the push that clears FULL sets owner.hint
-//! ```
+//! The path of an allocation and a free through these files, step by step: the diagram in
+//! `docs/how-it-works.md` (the only one).
 //!
 //! Heaps live in memory mapped once and never unmapped (a free list of heaps is reused by new
 //! threads), so a remote freer may follow a stale `owner` pointer: the worst it does is set a hint
