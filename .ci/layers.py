@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""Checks the layering that DESIGN.md's "Modules and layering" table states: each module of src/
-uses only modules listed above it (or itself). Reads every `crate::NAME` path in src/**/*.rs (use
-lines, `use crate::{a, b::c}` groups and paths in code), maps each file to its top-level module
-(src/NAME.rs or src/NAME/...; an item lib.rs re-exports, `crate::PoolAlloc`, counts as its
-module's), and fails naming every edge that points down the list or to a module the table does not
-list, and every import cycle between the files of one module (`super::` and `crate::NAME::FILE`).
-Comments, doc comments and `#[cfg(test)] mod tests` blocks (at a file's end) are ignored.
+"""Checks the layering that DESIGN.md's "Modules and layering" table states: src/ is a handful of
+folders (layers), and the files of each use only their own folder and the folders listed above it.
+Reads every `crate::NAME` path in src/**/*.rs (use lines, `use crate::{a, b::c}` groups and paths in
+code), maps each file to its folder (src/FOLDER/...; `os` and `region` are folders too), counts an
+item lib.rs re-exports (`crate::PoolAlloc`, `crate::testing`) as its folder's, and fails naming every
+edge that points down the list or to a folder the table does not list. Inside every folder (and
+every folder module within one, such as `thread/heap/`) it also fails on an import cycle between the
+units, a unit being a file or a sub-folder (`super::x`, `crate::path::to::folder::x`). Comments, doc
+comments and `#[cfg(test)] mod tests` blocks (at a file's end) are ignored.
 
     python3 .ci/layers.py            # exit 1 on a violation
 """
@@ -20,18 +22,18 @@ order = []
 for line in section.splitlines():
     if line.startswith("| `"):
         first = line.split("|")[1]
-        order.extend(re.findall(r"`([a-z_]+)`", first))
+        order.extend(re.findall(r"`([a-z_]+)/?`", first))
 rank = {m: i for i, m in enumerate(order)}
 # Modules on one row share a rank.
 for line in section.splitlines():
     if line.startswith("| `"):
-        names = re.findall(r"`([a-z_]+)`", line.split("|")[1])
+        names = re.findall(r"`([a-z_]+)/?`", line.split("|")[1])
         for n in names[1:]:
             rank[n] = rank[names[0]]
 
 # Items lib.rs re-exports, by the module that defines them: `pub use global::PoolAlloc;`.
 owner = {}
-for m in re.finditer(r"pub use ([a-z_]+)::(\{[^}]*\}|[A-Za-z_]+);", (root / "src/lib.rs").read_text()):
+for m in re.finditer(r"pub use ([a-z_]+)::(?:[a-z_]+::)*(\{[^}]*\}|[A-Za-z_]+);", (root / "src/lib.rs").read_text()):
     for item in re.findall(r"[A-Za-z_]+", m.group(2)):
         owner[item] = m.group(1)
 
@@ -71,48 +73,84 @@ def referenced(text):
         names.add(m.group(1))
     return {owner.get(n, n) for n in names if n in owner or n.islower()}
 
-def file_edges(path, module, text):
-    """Files of the same module that `path` uses: `super::f`, `crate::module::f`."""
-    text = strip_comments(text)
-    used = set(re.findall(r"\bsuper::([a-z_]+)\b", text))
-    used |= set(re.findall(r"\bcrate::%s::([a-z_]+)\b" % module, text))
-    for m in re.finditer(r"\bsuper::\{([^}]*)\}", text):
-        used |= set(re.findall(r"\b([a-z_]+)\b", m.group(1)))
-    return used
-
 bad = []
 src = root / "src"
 for path in sorted(src.rglob("*.rs")):
     rel = path.relative_to(src)
     if rel.parts == ("lib.rs",):
         continue
-    module = rel.parts[0].removesuffix(".rs")
-    if module not in rank:
-        bad.append(f"{rel}: module `{module}` is not in DESIGN.md's layering table")
+    folder = rel.parts[0].removesuffix(".rs")
+    if len(rel.parts) == 1:
+        bad.append(f"{rel}: a file at the top of src/; each module belongs to a layer folder")
+        continue
+    if folder not in rank:
+        bad.append(f"{rel}: folder `{folder}/` is not in DESIGN.md's layering table")
         continue
     for used in sorted(referenced(path.read_text())):
-        if used == module or used in ("self", "super"):
+        if used == folder or used in ("self", "super", "sync"):
             continue
         if used not in rank:
-            # macros and items of lib.rs (if_pools!, re-exports) are not modules
-            if (src / f"{used}.rs").exists() or (src / used).is_dir():
-                bad.append(f"{rel}: uses `{used}`, which DESIGN.md's table does not list")
+            # macros and items of lib.rs (if_pools!, re-exports) are not folders
+            if (src / used).is_dir():
+                bad.append(f"{rel}: uses `{used}/`, which DESIGN.md's table does not list")
             continue
-        if rank[used] > rank[module]:
-            bad.append(f"{rel}: `{module}` uses `{used}`, listed below it in DESIGN.md")
+        if rank[used] > rank[folder]:
+            bad.append(f"{rel}: `{folder}/` uses `{used}/`, listed below it in DESIGN.md")
 
-# Import cycles between the files of one directory module.
-for d in sorted(p for p in src.iterdir() if p.is_dir()):
-    files = {f.stem: f for f in d.glob("*.rs") if f.stem != "mod"}
-    graph = {n: {u for u in file_edges(f, d.name, f.read_text()) if u in files and u != n}
-             for n, f in files.items()}
+def expand_groups(text):
+    """`crate::{a, b::{c, d}}` written out as `crate::a crate::b::c crate::b::d` (appended)."""
+    paths = []
+    def walk(prefix, body):
+        level, item = 0, ""
+        for ch in body + ",":
+            if ch == "{":
+                level += 1
+            elif ch == "}":
+                level -= 1
+            if ch == "," and level == 0:
+                item = item.strip()
+                m = re.match(r"([a-z_:]*?)::\{(.*)\}$", item, re.S)
+                if m:
+                    walk(prefix + m.group(1) + "::", m.group(2))
+                elif item:
+                    paths.append(prefix + item)
+                item = ""
+            else:
+                item += ch
+    for m in re.finditer(r"\bcrate::\{", text):
+        depth, i = 1, m.end()
+        while depth and i < len(text):
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            i += 1
+        walk("crate::", text[m.end() : i - 1])
+    return text + "\n" + "\n".join(paths)
+
+# Import cycles between the units (files, sub-folders) of each folder.
+def module_path(d):
+    return "::".join(d.relative_to(src).parts)
+
+for d in sorted([p for p in src.rglob("*") if p.is_dir()]):
+    units = {f.stem: [f] for f in d.glob("*.rs") if f.stem != "mod"}
+    units.update({s.name: sorted(s.rglob("*.rs")) for s in d.iterdir() if s.is_dir()})
+    prefix = module_path(d)
+    graph = {}
+    for n, files in units.items():
+        used = set()
+        for f in files:
+            text = expand_groups(strip_comments(f.read_text()))
+            used |= set(re.findall(r"\bcrate::%s::([a-z_]+)\b" % prefix, text))
+            if f.parent == d:
+                used |= set(re.findall(r"\bsuper::([a-z_]+)\b", text))
+                for m in re.finditer(r"\bsuper::\{([^}]*)\}", text):
+                    used |= set(re.findall(r"\b([a-z_]+)\b", m.group(1)))
+        graph[n] = {u for u in used if u in units and u != n}
     state = {}
     def visit(n, path):
         state[n] = 1
         for u in sorted(graph[n]):
             if state.get(u) == 1:
                 cyc = path[path.index(u):] + [u]
-                bad.append(f"{d.name}/: import cycle " + " -> ".join(cyc))
+                bad.append(f"{prefix}/: import cycle " + " -> ".join(cyc))
             elif u not in state:
                 visit(u, path + [u])
         state[n] = 2
@@ -124,4 +162,4 @@ if bad:
     print("layering (DESIGN.md, Modules and layering) broken:")
     print("\n".join("  " + b for b in bad))
     sys.exit(1)
-print(f"layering ok: {len(order)} modules, each using only those above it")
+print(f"layering ok: {len(order)} folders, each using only itself and those above it; no import cycle in a folder")

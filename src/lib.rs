@@ -10,9 +10,9 @@
 //! Each word below means one thing, here and in the code, the statistics and `docs/`. The path a
 //! request takes through them, in one diagram: `docs/how-it-works.md` in the repository; the
 //! modules' layering, the lock order and the known traps: `DESIGN.md`; the chunk invariants: on
-//! the fields of the chunk header (`src/chunk.rs`).
+//! the fields of the chunk header (`src/chunks/chunk.rs`).
 //!
-//! - **size class**: one of 44 slot sizes from 8 B to 32 KiB (the `size_class` module gives the
+//! - **size class**: one of 44 slot sizes from 8 B to 32 KiB (`base/size_class.rs` gives the
 //!   table and its waste bound). A request is served by the smallest class that fits its size and
 //!   alignment; [`class_sizes`] lists them.
 //! - **slot**: one block of a size class inside a chunk, handed out whole; a free slot links to
@@ -20,10 +20,11 @@
 //!   pool*, [`GROUP_SLOTS`] to a group: always said with the pool. A thread's heap pointer lives in
 //!   its *TLS word*, and the address tables hold *entries*: neither is called a slot.)
 //! - **chunk**: [`CHUNK_SIZE`] (256 KiB) aligned to its size, holding the slots of one class and,
-//!   in its last 192 bytes, the **chunk header** (`chunk::Chunk`, whose fields state the
-//!   invariants). A slot's chunk is found by masking its address. Chunks come from the OS in
-//!   **chunk regions** of 16 (4 MiB; one chunk where the OS cannot unmap part of a mapping),
-//!   which have nothing to do with [`region`] (allocation over memory the program gives).
+//!   in its last 192 bytes, the **chunk header** (`Chunk` in `chunks/chunk.rs`, whose fields
+//!   state the invariants). A slot's chunk is found by masking its address. Chunks come from the
+//!   OS in **chunk regions** of 16 (4 MiB; one chunk where the OS cannot unmap part of a
+//!   mapping), which have nothing to do with [`region`] (allocation over memory the program
+//!   gives).
 //! - **carve**: to link never-used slots of a chunk onto its free list, at most 4 KiB of them at a
 //!   time, so untouched memory stays out of RSS. 4 KiB is a fixed byte count, not the **OS page**,
 //!   which is 4 KiB to 64 KiB depending on the system and is read at run time.
@@ -46,7 +47,7 @@
 //!   out; [`Stats::allocations`] counts small blocks as supplied slots.
 //! - **abandoned chunk**: a chunk with live slots whose owning thread exited; a heap that needs a
 //!   chunk of its class **adopts** it, or the purger gives it back once its slots are freed.
-//! - **chunk source** (`source` module): where chunks come from and go when no heap owns them:
+//! - **chunk source** (`memory/source.rs`): where chunks come from and go when no heap owns them:
 //!   **retained** empty chunks (every empty chunk the source holds for a class, the first
 //!   [`retained_chunks`] of them kept past the purge delay), abandoned chunks, **spares** (purged
 //!   chunks kept mapped) and chunk regions.
@@ -58,9 +59,9 @@
 //!   a header then the block (by [`raw`], the size-less interface behind the C library
 //!   `poolalloc-c`, which replaces `malloc` itself, and by `PoolAlloc` where [`LargeBlocks`] says).
 //! - **granule**: a [`CHUNK_SIZE`]-aligned 256 KiB piece of the address space.
-//! - **address map** (`addr_map` module): one byte per granule saying whether it is one of our
+//! - **address map** (`chunks/addr_map.rs`): one byte per granule saying whether it is one of our
 //!   chunks, part of one of our spans, or **foreign** (not ours): how a pointer with no size is
-//!   recognised. Not to be confused with an **address table** (`addr_table` module): a hash table
+//!   recognised. Not to be confused with an **address table** (`base/addr_table.rs`): a hash table
 //!   from block addresses to small values (`hardened`'s live large blocks, the `testing` counts,
 //!   the profiler's records).
 //! - **Om**: the C++ scripting engine this project grew from; its `object_pool<T>` and the
@@ -176,40 +177,27 @@ macro_rules! if_not_profiled {
     ($($t:tt)*) => { $($t)* };
 }
 
-// Everything but `region` and `size_class` needs `std` (`testing`, `profiling` and `raw` turn it on).
-#[cfg(all(
-    feature = "std",
-    any(feature = "hardened", feature = "testing", feature = "profiling")
-))]
-mod addr_table;
-#[cfg(all(feature = "std", any(feature = "hardened", feature = "testing")))]
-mod fatal;
-#[cfg(feature = "std")]
-mod global;
-#[cfg(feature = "testing")]
-mod hooks;
-#[cfg(feature = "std")]
-mod lock;
+// The layers, each a folder using only those above it (`.ci/layers.py` checks it): the OS; the
+// foundations; `region` (the one module of a build without `std`, besides `size_class`); the chunks;
+// the optional checks; where memory comes from; the thread model; the public API.
+mod base;
 #[cfg(feature = "std")]
 mod os;
-#[cfg(feature = "std")]
-mod own_heap;
-#[cfg(feature = "std")]
-pub mod pools;
-#[cfg(feature = "profiling")]
-pub mod profile;
 pub mod region;
 #[cfg(feature = "std")]
-mod settings;
-mod size_class;
+if_pools! {
+    mod chunks;
+}
 #[cfg(feature = "std")]
-mod stack_text;
+mod checks;
 #[cfg(feature = "std")]
-mod stats;
+if_pools! {
+    mod memory;
+}
 #[cfg(feature = "std")]
-mod stats_format;
+mod api;
 #[cfg(feature = "std")]
-pub mod testing;
+mod thread;
 
 /// The atomics of the model-checked modules (`remote_list`): `core`'s here; loom's in
 /// `tests/loom_remote.rs`, which includes those files with its own `sync`.
@@ -219,49 +207,36 @@ mod sync {
 }
 
 #[cfg(feature = "std")]
+pub use api::pools;
+#[cfg(feature = "std")]
 if_pools! {
-    mod addr_map;
-    mod chunk;
-    mod class_set;
-    mod fork;
-    mod hardened;
-    mod heap;
-    mod large;
-    mod link;
-    #[cfg(all(test, not(miri)))]
-    mod os_faults;
-    mod purger;
-    mod remote_list;
     #[cfg(feature = "raw")]
     #[cfg_attr(docsrs, doc(cfg(feature = "raw")))]
-    pub mod raw;
-    // Without the feature the module is private but still built, so the large spans it alone
-    // uses stay compiled and checked in every build (instead of a cfg through five modules).
-    #[cfg(not(feature = "raw"))]
-    #[allow(dead_code)]
-    mod raw;
-    mod source;
-    mod span;
+    pub use api::raw;
 }
+#[cfg(feature = "std")]
+pub use api::testing;
+#[cfg(feature = "profiling")]
+pub use checks::profile;
 
 #[cfg(feature = "std")]
-pub use global::PoolAlloc;
+pub use api::global::PoolAlloc;
+#[cfg(feature = "std")]
+pub use api::pools::{AcquireError, BlockingPool, Pooled, Shutdown};
+#[cfg(feature = "std")]
+pub use api::pools::{GROUP_SLOTS, Handle, Iter, IterMut, Pool};
+#[cfg(feature = "std")]
+pub use api::stats::{ClassStats, Stats, stats, trim};
+#[cfg(feature = "std")]
+pub use base::settings::{HugePages, huge_pages, set_huge_pages};
+#[cfg(feature = "std")]
+pub use base::settings::{LargeBlocks, large_blocks, set_large_blocks};
+#[cfg(feature = "std")]
+pub use base::settings::{purge_delay, retained_chunks, set_purge_delay, set_retained_chunks};
 #[cfg(feature = "std")]
 pub use os::Backend;
 #[cfg(feature = "std")]
-pub use own_heap::{Heap, HeapStats};
-#[cfg(feature = "std")]
-pub use pools::{AcquireError, BlockingPool, Pooled, Shutdown};
-#[cfg(feature = "std")]
-pub use pools::{GROUP_SLOTS, Handle, Iter, IterMut, Pool};
-#[cfg(feature = "std")]
-pub use settings::{HugePages, huge_pages, set_huge_pages};
-#[cfg(feature = "std")]
-pub use settings::{LargeBlocks, large_blocks, set_large_blocks};
-#[cfg(feature = "std")]
-pub use settings::{purge_delay, retained_chunks, set_purge_delay, set_retained_chunks};
-#[cfg(feature = "std")]
-pub use stats::{ClassStats, Stats, stats, trim};
+pub use thread::own_heap::{Heap, HeapStats};
 
 /// The examples of the README and of `docs/`, run as doc tests (some need the `testing` feature,
 /// so all run with it).
@@ -284,7 +259,7 @@ struct HeapsDocExamples;
 #[cfg(feature = "std")]
 if_pools! {
     /// Size of every chunk, in bytes.
-    pub const CHUNK_SIZE: usize = chunk::CHUNK_SIZE;
+    pub const CHUNK_SIZE: usize = chunks::chunk::CHUNK_SIZE;
 }
 #[cfg(feature = "std")]
 if_fallback! {
@@ -292,8 +267,8 @@ if_fallback! {
     pub const CHUNK_SIZE: usize = 256 * 1024;
 }
 /// The largest request (after rounding up to its alignment) served from the pools.
-pub const MAX_SMALL: usize = size_class::MAX_SMALL;
+pub const MAX_SMALL: usize = base::size_class::MAX_SMALL;
 /// The slot sizes of the size classes, smallest first.
 pub fn class_sizes() -> &'static [usize] {
-    &size_class::CLASS_SIZE
+    &base::size_class::CLASS_SIZE
 }

@@ -1,4 +1,4 @@
-//! A model check of the remote-free protocol (`src/remote_list.rs`, included here as it is, with
+//! A model check of the remote-free protocol (`src/chunks/remote_list.rs`, included here as it is, with
 //! its atomics bound to loom's): loom runs every interleaving of the threads below (every
 //! order of their atomic operations the memory model allows, within its preemption bound), and
 //! the slots' links are loom cells, so a link read before the write it needs happens-before is
@@ -25,7 +25,7 @@ mod sync {
     pub use loom::sync::atomic;
 }
 
-#[path = "../src/remote_list.rs"]
+#[path = "../src/chunks/remote_list.rs"]
 #[allow(dead_code)]
 mod remote_list;
 

@@ -23,7 +23,7 @@
 
 use super::blocks::{Blocks, GRANULE};
 use super::misuse::Misuse;
-use crate::size_class::{class_of_size_computed, class_size_of};
+use crate::base::size_class::{class_of_size_computed, class_size_of};
 use core::ptr;
 
 /// The largest request served from a slab.

@@ -1,0 +1,23 @@
+//! The foundations: the size classes, and the allocator's own small services on top of the OS
+//! layer: the lock, the address table, settings, text on the stack, the fatal exit, the purger's
+//! thread. Nothing here knows a chunk or a heap.
+
+#[cfg(all(
+    feature = "std",
+    any(feature = "hardened", feature = "testing", feature = "profiling")
+))]
+pub(crate) mod addr_table;
+#[cfg(feature = "std")]
+if_pools! {
+    pub(crate) mod class_set;
+    pub(crate) mod purger;
+}
+#[cfg(all(feature = "std", any(feature = "hardened", feature = "testing")))]
+pub(crate) mod fatal;
+#[cfg(feature = "std")]
+pub(crate) mod lock;
+#[cfg(feature = "std")]
+pub(crate) mod settings;
+pub(crate) mod size_class;
+#[cfg(feature = "std")]
+pub(crate) mod stack_text;

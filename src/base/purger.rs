@@ -1,0 +1,98 @@
+//! The purger: a background thread that, every period, gives expired empty chunks and cached
+//! spans back to the OS and reaps abandoned chunks whose blocks were freed. Its work is the chunk
+//! source's (`source::tick`, handed in); this file owns the thread and its state.
+//!
+//! It also keeps the memory promise for `PoolAlloc`'s large blocks, which the system allocator
+//! holds: glibc keeps freed blocks in its arenas (only the top of a heap above a threshold goes
+//! back), so a program that freed 140 MB of buffers on worker threads that stay alive keeps most
+//! of it resident. Once large blocks were freed and none has been for the purge delay, the purger
+//! asks the system allocator to return its free pages (`os::trim_system_allocator`, glibc's
+//! `malloc_trim`; nothing where there is no such call). Only then: a trim walks every arena, and
+//! pages given back fault in again when the program allocates there.
+//!
+//! The thread is a plain OS thread (`os::spawn_purger`: no Rust runtime, nothing allocated through
+//! us), started the first time an empty chunk would wait for it; if it cannot be started, empty
+//! chunks beyond the retained ones go back at once. A delay of zero never starts it. The delay is a
+//! setting (`settings.rs`: `POOLALLOC_PURGE_DELAY_MS`, `set_purge_delay`).
+
+use crate::{os, base::settings};
+use core::ptr;
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, Ordering};
+
+/// 0: not started; 1: running; 2: could not be started.
+static STATE: AtomicU8 = AtomicU8::new(0);
+
+/// The work of one period, `tick(now_ms, delay_ms)`, stored before the thread starts.
+static TICK: AtomicPtr<()> = AtomicPtr::new(ptr::null_mut());
+
+/// Set when a large block went back to the system allocator since the purger last looked.
+static SYSTEM_FREED: AtomicBool = AtomicBool::new(false);
+
+/// Notes that a large block went back to the system allocator (the caller then makes sure the
+/// purger runs): once none has for the purge delay, the system allocator is trimmed. A load, and a
+/// store only when the flag was clear.
+#[inline]
+pub fn note_system_free() {
+    if !SYSTEM_FREED.load(Ordering::Relaxed) {
+        SYSTEM_FREED.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Whether empty chunks may wait for the purger: the delay is not zero and the purger runs
+/// (started here, with `tick` as its work, if it was not yet).
+pub fn running(tick: fn(u32, u32)) -> bool {
+    if settings::purge_delay_ms() == 0 {
+        return false;
+    }
+    match STATE.load(Ordering::Acquire) {
+        1 => true,
+        2 => false,
+        _ => start(tick),
+    }
+}
+
+#[cold]
+fn start(tick: fn(u32, u32)) -> bool {
+    if STATE
+        .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        return STATE.load(Ordering::Acquire) == 1;
+    }
+    TICK.store(tick as *mut (), Ordering::Release);
+    if !os::spawn_purger(main) {
+        STATE.store(2, Ordering::Release);
+        settings::anomaly(format_args!(
+            "the purger thread could not be started: empty chunks go back to the OS at once"
+        ));
+        return false;
+    }
+    true
+}
+
+/// The thread's body: sleep half the delay (10 to 100 ms), then one tick, for ever.
+fn main() {
+    // SAFETY: TICK holds the `fn(u32, u32)` start stored before spawning this thread.
+    let tick: fn(u32, u32) =
+        unsafe { core::mem::transmute::<*mut (), fn(u32, u32)>(TICK.load(Ordering::Acquire)) };
+    // When the last period that saw a large block go back to the system allocator ended, if the
+    // system allocator has not been trimmed since.
+    let mut system_freed_at: Option<u32> = None;
+    loop {
+        let delay = settings::purge_delay_ms();
+        os::sleep_ms((delay / 2).clamp(10, 100));
+        let now = os::now_ms();
+        tick(now, delay as u32);
+        if SYSTEM_FREED.swap(false, Ordering::Relaxed) {
+            system_freed_at = Some(now);
+        } else if system_freed_at.is_some_and(|t| now.wrapping_sub(t) >= delay as u32) {
+            system_freed_at = None;
+            os::trim_system_allocator();
+        }
+    }
+}
+
+/// In a forked child: the purger thread does not exist there; the next empty chunk starts one.
+pub fn forget_after_fork() {
+    STATE.store(0, Ordering::Relaxed);
+}

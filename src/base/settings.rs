@@ -1,0 +1,595 @@
+//! Runtime settings: each has a default, an environment variable read once (without allocating,
+//! when the program starts, or before that at the first use of any setting), and a Rust setter
+//! with a getter. A setter wins over the environment, whichever comes first.
+//!
+//! | variable | setting | default |
+//! |---|---|---|
+//! | `POOLALLOC_PURGE_DELAY_MS` | how long an empty chunk (beyond the retained ones) or a freed span waits before it goes back to the OS, and how long after the last large block freed to the system allocator it is trimmed; 0: at once, and no purger thread (nor trim) | 250 |
+//! | `POOLALLOC_RETAINED_CHUNKS` | empty chunks each size class keeps | 1 |
+//! | `POOLALLOC_SHOW_STATS` | `1`: print `stats()` to stderr when the process exits | 0 |
+//! | `POOLALLOC_VERBOSE` | `1`: print the settings when they are read, and anomalies (the purger cannot start, the OS refused memory) | 0 |
+//! | `POOLALLOC_PROF` | a path prefix: start the sampling profiler at start-up and write `<prefix>.<pid>.pb.gz` (pprof) at exit (feature `profiling`) | none |
+//! | `POOLALLOC_PROF_INTERVAL` | the profiler's mean bytes between samples (0: every allocation) | 524288 |
+//! | `POOLALLOC_PROF_PEAK` | a factor above 1 (`1.5`): with `POOLALLOC_PROF`, also write `<prefix>.<pid>.<seq>.pb.gz` each time the profile's live bytes reach this factor times those of the last such dump (the first at this factor times 1 MiB) | off |
+//! | `POOLALLOC_PROF_SIGNAL` | `1`: with `POOLALLOC_PROF`, also write a numbered profile on `SIGUSR2` (Unix) | 0 |
+//! | `POOLALLOC_PROF_EVERY_S` | N: with `POOLALLOC_PROF`, also write a numbered profile every N seconds (0: never) | 0 |
+//! | `POOLALLOC_HUGE_PAGES` | when new 4 MiB regions of chunks ask for transparent huge pages (Linux): `off`, `on` (every region), or a number N (regions mapped once N MiB of chunks were) | off |
+//! | `POOLALLOC_LARGE_BLOCKS` | where `PoolAlloc`'s blocks above the largest size class come from: `system` (the system allocator), `system-kept` (the same, told to keep freed blocks for reuse) or `spans` (poolalloc's own mappings) | see [`LargeBlocks`] |
+//!
+//! A `POOLALLOC_` name that is not in the table, or a value that does not parse, gets one warning
+//! line on stderr naming it, and the default stays: never a crash, never silence. (Names under
+//! `POOLALLOC_TEST_` and `POOLALLOC_BENCH_` belong to this project's own test and benchmark
+//! harnesses and are passed over.) Booleans take
+//! `1`/`0`, `true`/`false`, `yes`/`no`, `on`/`off`.
+
+use crate::base::stack_text::StackText;
+use crate::os;
+use core::fmt::{self, Write};
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use core::time::Duration;
+
+/// One numeric setting: its value, and whether a Rust setter chose it (then the environment does
+/// not change it).
+struct Setting {
+    value: AtomicUsize,
+    set_by_code: AtomicBool,
+}
+
+impl Setting {
+    const fn new(default: usize) -> Self {
+        Setting {
+            value: AtomicUsize::new(default),
+            set_by_code: AtomicBool::new(false),
+        }
+    }
+
+    fn get(&self) -> usize {
+        load();
+        self.value.load(Relaxed)
+    }
+
+    fn set(&self, v: usize) {
+        self.set_by_code.store(true, Relaxed);
+        self.value.store(v, Relaxed);
+    }
+
+    fn set_from_env(&self, v: usize) {
+        if !self.set_by_code.load(Relaxed) {
+            self.value.store(v, Relaxed);
+        }
+    }
+}
+
+static PURGE_DELAY_MS: Setting = Setting::new(250);
+static RETAINED_CHUNKS: Setting = Setting::new(1);
+static SHOW_STATS: Setting = Setting::new(0);
+static VERBOSE: Setting = Setting::new(0);
+static PROF_INTERVAL: Setting = Setting::new(512 * 1024);
+/// The peak factor in thousandths (0: no dump at new peaks).
+static PROF_PEAK_MILLI: Setting = Setting::new(0);
+static PROF_SIGNAL: Setting = Setting::new(0);
+static PROF_EVERY_S: Setting = Setting::new(0);
+static HUGE_PAGES: Setting = Setting::new(HugePages::DEFAULT.raw());
+static LARGE_BLOCKS: Setting = Setting::new(LargeBlocks::DEFAULT as usize);
+
+/// Where `PoolAlloc`'s large blocks (requests above the largest size class, or aligned beyond what
+/// a class gives) come from. Whatever the setting is when a block is freed or reallocated, that is
+/// done where the block came from (a span is recognised by the address map, not by the setting).
+///
+/// The default is [`Spans`](LargeBlocks::Spans) on Linux with musl (whose malloc maps and unmaps
+/// every large block) and [`System`](LargeBlocks::System) elsewhere, glibc included:
+/// [`SystemKept`](LargeBlocks::SystemKept) takes two thirds of the faults off programs that grow
+/// and drop buffers of 128 KiB to a few MiB, but threads' arenas then keep up to 8 MiB each past
+/// the purger's trim (27 MiB of 248 a second after `tests/stats.rs` freed everything).
+/// `benches/results/large-blocks-rust.md` has the figures behind it. (Where `PoolAlloc` is the system allocator itself, on targets
+/// without the pools, the setting changes nothing; where the C library `poolalloc-c` is the
+/// process's `malloc`, large blocks are spans whatever it says.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LargeBlocks {
+    /// The system allocator (`std::alloc::System`) with its own policy: glibc maps and unmaps
+    /// each block above its mmap threshold (128 KiB at first, raised as such blocks are freed),
+    /// musl every large block. The purger trims it (`malloc_trim`) once the program stops
+    /// freeing large blocks.
+    System = 0,
+    /// The system allocator, told (once, at the first large block) to keep freed blocks up to
+    /// 32 MiB for reuse instead of unmapping each one (glibc: `mallopt` `M_MMAP_THRESHOLD` 32 MiB
+    /// and `M_TRIM_THRESHOLD` 8 MiB; elsewhere as [`System`](LargeBlocks::System)). The purger's
+    /// trim still returns them within a second of the program going quiet. The `mallopt` call
+    /// is process-wide (C code's `malloc` too) and stays when the setting changes afterwards.
+    SystemKept = 1,
+    /// Spans of poolalloc's own, as the C library's: a mapping per block, freed ones kept
+    /// resident for reuse (16 MiB of spans up to 4 MiB, a few bigger ones) until the purge delay
+    /// passes, grown and shrunk by moving pages (`mremap`) instead of copying.
+    Spans = 2,
+}
+
+impl LargeBlocks {
+    const DEFAULT: LargeBlocks = if cfg!(all(target_os = "linux", target_env = "musl")) {
+        LargeBlocks::Spans
+    } else {
+        LargeBlocks::System
+    };
+
+    fn from_usize(v: usize) -> LargeBlocks {
+        match v {
+            1 => LargeBlocks::SystemKept,
+            2 => LargeBlocks::Spans,
+            _ => LargeBlocks::System,
+        }
+    }
+}
+
+/// When the chunk source asks the OS for transparent huge pages for a new 4 MiB region of chunks
+/// (Linux `MADV_HUGEPAGE`, where `/sys/kernel/mm/transparent_hugepage/enabled` is not `never`;
+/// elsewhere the setting changes nothing). A huge page is faulted in at once, 2 MiB in one trap
+/// instead of 512, so a growing heap takes a fraction of the page faults, at a price: a 2 MiB
+/// page is resident as soon as one of its eight chunks is touched (small programs: +5 to 15 MiB
+/// of peak RSS), a chunk purged inside it splits it, and the kernel may compact memory to find
+/// one.
+///
+/// The default is [`Off`](HugePages::Off): on the report's workloads (2-core AMD EPYC VM,
+/// 2026-11-25) huge pages took up to 98% of the faults away (a quarter on some, none where the
+/// faults are the system allocator's large blocks) but not the time (geometric mean 1.04
+/// with regions past 32 MiB, 1.10 with every region; a workload that drifts through sizes ran 2×
+/// slower), though big steady heaps gained (group-by 0.72–0.81, freeing and rebuilding 650 MiB
+/// 0.79). `benches/results/faults.md` has the figures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HugePages {
+    /// Never ask for huge pages.
+    Off,
+    /// Ask for every region mapped once the chunks mapped since start reach this many MiB (0:
+    /// every region).
+    PastMiB(usize),
+}
+
+impl HugePages {
+    const DEFAULT: HugePages = HugePages::Off;
+
+    const fn raw(self) -> usize {
+        match self {
+            HugePages::Off => usize::MAX,
+            // usize::MAX stands for Off; a threshold that large is never reached anyway.
+            HugePages::PastMiB(usize::MAX) => usize::MAX - 1,
+            HugePages::PastMiB(m) => m,
+        }
+    }
+
+    fn from_raw(v: usize) -> HugePages {
+        if v == usize::MAX {
+            HugePages::Off
+        } else {
+            HugePages::PastMiB(v)
+        }
+    }
+}
+
+/// Room for `POOLALLOC_PROF`'s path prefix (read without allocating).
+pub(crate) const PROF_PREFIX_MAX: usize = 480;
+struct Prefix {
+    buf: [u8; PROF_PREFIX_MAX],
+    len: usize,
+}
+static PROF_PREFIX: spin::Mutex<Prefix> = spin::Mutex::new(Prefix {
+    buf: [0; PROF_PREFIX_MAX],
+    len: 0,
+});
+
+/// The longest purge delay taken from the environment (a day): beyond it, a typo.
+const MAX_DELAY_MS: usize = 86_400_000;
+/// The most retained chunks per class taken from the environment (1 GiB per class).
+const MAX_RETAINED: usize = 4096;
+
+/// Sets how long an empty chunk (beyond the retained ones) waits before its memory goes back to
+/// the OS, how long a freed span of the C library's waits for reuse, and how long the program
+/// must free no large block before the system allocator (which holds `PoolAlloc`'s large blocks)
+/// is asked to return its free pages (default 250 ms, or `POOLALLOC_PURGE_DELAY_MS`). Zero
+/// returns chunks and spans the moment they are free and never starts the background purger
+/// thread (nor trims the system allocator). Millisecond resolution; wins over the environment.
+pub fn set_purge_delay(d: Duration) {
+    PURGE_DELAY_MS.set(d.as_millis().min(usize::MAX as u128) as usize);
+}
+
+/// The purge delay in force (see [`set_purge_delay`]).
+pub fn purge_delay() -> Duration {
+    Duration::from_millis(PURGE_DELAY_MS.get() as u64)
+}
+
+/// Sets how many empty chunks each size class keeps indefinitely instead of returning them to the
+/// OS (default 1, or `POOLALLOC_RETAINED_CHUNKS`); wins over the environment.
+pub fn set_retained_chunks(n: usize) {
+    RETAINED_CHUNKS.set(n);
+}
+
+/// The number of empty chunks each size class keeps (see [`set_retained_chunks`]).
+pub fn retained_chunks() -> usize {
+    RETAINED_CHUNKS.get()
+}
+
+/// Sets where `PoolAlloc`'s large blocks come from from now on (default: [`LargeBlocks`], or
+/// `POOLALLOC_LARGE_BLOCKS`); blocks already allocated are freed where they came from. Wins over
+/// the environment.
+pub fn set_large_blocks(l: LargeBlocks) {
+    LARGE_BLOCKS.set(l as usize);
+}
+
+/// Where `PoolAlloc`'s large blocks come from now (see [`set_large_blocks`]): always
+/// [`Spans`](LargeBlocks::Spans) once the C library (`poolalloc-c`, preloaded or linked into the
+/// executable) serves the process's `malloc`, whatever was set.
+pub fn large_blocks() -> LargeBlocks {
+    load();
+    if malloc_is_ours() {
+        return LargeBlocks::Spans;
+    }
+    large_blocks_raw()
+}
+
+/// Set once the size-less interface (`raw`) serves this process's `malloc` (the C library, preloaded
+/// or linked into the executable): `std::alloc::System` is poolalloc itself then.
+static MALLOC_IS_OURS: AtomicBool = AtomicBool::new(false);
+
+/// Says that this process's `malloc` is poolalloc's (the C library calls it from its constructor):
+/// from then on `PoolAlloc` takes its large blocks from spans directly, whatever
+/// [`set_large_blocks`] or the environment said, instead of through `System` (which would reach
+/// our `malloc` and count each block twice), and `trim` leaves out the system allocator's trim
+/// (`malloc_trim` would be ours). Never undone.
+pub(crate) fn set_malloc_is_ours() {
+    MALLOC_IS_OURS.store(true, Relaxed);
+}
+
+/// Whether this process's `malloc` is poolalloc's (see [`set_malloc_is_ours`]).
+#[inline]
+pub(crate) fn malloc_is_ours() -> bool {
+    MALLOC_IS_OURS.load(Relaxed)
+}
+
+/// Sets when new chunk regions ask for transparent huge pages (default [`HugePages`]'s, or
+/// `POOLALLOC_HUGE_PAGES`); regions mapped already keep what they asked for. Wins over the
+/// environment.
+pub fn set_huge_pages(h: HugePages) {
+    HUGE_PAGES.set(h.raw());
+}
+
+/// When new chunk regions ask for huge pages (see [`set_huge_pages`]).
+pub fn huge_pages() -> HugePages {
+    HugePages::from_raw(HUGE_PAGES.get())
+}
+
+/// The purge delay in milliseconds, for the purger and the chunk source.
+pub(crate) fn purge_delay_ms() -> usize {
+    PURGE_DELAY_MS.get()
+}
+
+/// Whether `stats()` is printed at exit (`POOLALLOC_SHOW_STATS`).
+pub(crate) fn show_stats() -> bool {
+    SHOW_STATS.get() != 0
+}
+
+/// Whether anomalies are reported on stderr (`POOLALLOC_VERBOSE`).
+pub(crate) fn verbose() -> bool {
+    VERBOSE.get() != 0
+}
+
+/// `POOLALLOC_PROF_INTERVAL`: the profiler's mean bytes between samples.
+#[cfg_attr(not(feature = "profiling"), allow(dead_code))]
+pub(crate) fn prof_interval() -> usize {
+    PROF_INTERVAL.get()
+}
+
+/// `POOLALLOC_PROF`: copies the profile path prefix into `out` and returns its length (0: none,
+/// the profiler is not started from the environment).
+#[cfg_attr(not(feature = "profiling"), allow(dead_code))]
+pub(crate) fn prof_prefix(out: &mut [u8; PROF_PREFIX_MAX]) -> usize {
+    load();
+    let p = PROF_PREFIX.lock();
+    out[..p.len].copy_from_slice(&p.buf[..p.len]);
+    p.len
+}
+
+/// When the profiler writes numbered profiles by itself (`POOLALLOC_PROF_PEAK`, `_SIGNAL`,
+/// `_EVERY_S`, or `profile::dump_on`): (peak factor in thousandths or 0, on SIGUSR2, every N
+/// seconds or 0).
+#[cfg_attr(not(feature = "profiling"), allow(dead_code))]
+pub(crate) fn prof_dumps() -> (usize, bool, usize) {
+    (
+        PROF_PEAK_MILLI.get(),
+        PROF_SIGNAL.get() != 0,
+        PROF_EVERY_S.get(),
+    )
+}
+
+/// Sets the profile path prefix and when numbered profiles are written (`profile::dump_on`); wins
+/// over the environment. False (nothing changed) when the prefix does not fit.
+#[cfg_attr(not(feature = "profiling"), allow(dead_code))]
+pub(crate) fn set_prof_dumps(
+    prefix: &[u8],
+    peak_milli: usize,
+    signal: bool,
+    every_s: usize,
+) -> bool {
+    if prefix.is_empty() || prefix.len() > PROF_PREFIX_MAX || prefix.contains(&0) {
+        return false;
+    }
+    load();
+    {
+        let mut p = PROF_PREFIX.lock();
+        p.buf[..prefix.len()].copy_from_slice(prefix);
+        p.len = prefix.len();
+    }
+    PROF_PEAK_MILLI.set(peak_milli);
+    PROF_SIGNAL.set(signal as usize);
+    PROF_EVERY_S.set(every_s);
+    true
+}
+
+/// Reports an anomaly on stderr when `POOLALLOC_VERBOSE` is on (once per kind is the caller's
+/// business). Allocates nothing.
+pub(crate) fn anomaly(args: fmt::Arguments<'_>) {
+    if verbose() {
+        say(args);
+    }
+}
+
+/// Reads the environment once (the first call does; the others wait for it or return).
+pub(crate) fn load() {
+    static ONCE: spin::Once<()> = spin::Once::new();
+    ONCE.call_once(read_env);
+}
+
+fn read_env() {
+    os::for_each_env(&mut |entry| {
+        let Some(rest) = entry.strip_prefix(b"POOLALLOC_") else {
+            return;
+        };
+        if rest.starts_with(b"TEST_") || rest.starts_with(b"BENCH_") {
+            return; // reserved for poolalloc's own test and benchmark harnesses
+        }
+        let eq = rest.iter().position(|&b| b == b'=').unwrap_or(rest.len());
+        let (name, value) = (&rest[..eq], rest.get(eq + 1..).unwrap_or(b""));
+        match name {
+            b"PURGE_DELAY_MS" => number(name, value, MAX_DELAY_MS, &PURGE_DELAY_MS),
+            b"RETAINED_CHUNKS" => number(name, value, MAX_RETAINED, &RETAINED_CHUNKS),
+            b"SHOW_STATS" => boolean(name, value, &SHOW_STATS),
+            b"VERBOSE" => boolean(name, value, &VERBOSE),
+            b"PROF_INTERVAL" => number(name, value, MAX_PROF_INTERVAL, &PROF_INTERVAL),
+            b"PROF" => prefix(value),
+            b"PROF_PEAK" => factor(name, value, &PROF_PEAK_MILLI),
+            b"PROF_SIGNAL" => boolean(name, value, &PROF_SIGNAL),
+            b"PROF_EVERY_S" => number(name, value, MAX_PROF_EVERY_S, &PROF_EVERY_S),
+            b"LARGE_BLOCKS" => large(value),
+            b"HUGE_PAGES" => huge(value),
+            _ => say(format_args!(
+                "unknown setting POOLALLOC_{} ignored (known: PURGE_DELAY_MS, RETAINED_CHUNKS, SHOW_STATS, VERBOSE, PROF, PROF_INTERVAL, PROF_PEAK, PROF_SIGNAL, PROF_EVERY_S, LARGE_BLOCKS, HUGE_PAGES)",
+                Text(name)
+            )),
+        }
+    });
+    if VERBOSE.value.load(Relaxed) != 0 {
+        say(format_args!(
+            "settings: purge delay {} ms, retained chunks {}, show stats {}, large blocks {:?}, huge pages {:?}, backend {:?}",
+            PURGE_DELAY_MS.value.load(Relaxed),
+            RETAINED_CHUNKS.value.load(Relaxed),
+            SHOW_STATS.value.load(Relaxed) != 0,
+            large_blocks_raw(),
+            HugePages::from_raw(HUGE_PAGES.value.load(Relaxed)),
+            os::BACKEND
+        ));
+    }
+}
+
+/// The largest profiler interval taken from the environment (1 GiB).
+const MAX_PROF_INTERVAL: usize = 1 << 30;
+/// The longest period between numbered profiles taken from the environment (a week).
+const MAX_PROF_EVERY_S: usize = 7 * 86_400;
+/// The largest peak factor taken from the environment (1000, in thousandths).
+const MAX_PROF_PEAK_MILLI: usize = 1_000_000;
+
+/// `POOLALLOC_PROF`: a path prefix, kept for the profiler (which must be compiled in).
+fn prefix(value: &[u8]) {
+    if !cfg!(feature = "profiling") {
+        say(format_args!(
+            "POOLALLOC_PROF ignored: this build has no profiler (cargo feature `profiling`)"
+        ));
+    } else if value.is_empty() || value.len() > PROF_PREFIX_MAX || value.contains(&0) {
+        say(format_args!(
+            "POOLALLOC_PROF={} is not a path prefix of 1 to {PROF_PREFIX_MAX} bytes: no profile",
+            Text(value)
+        ));
+    } else {
+        let mut p = PROF_PREFIX.lock();
+        p.buf[..value.len()].copy_from_slice(value);
+        p.len = value.len();
+    }
+}
+
+/// `POOLALLOC_LARGE_BLOCKS`: `system`, `system-kept` or `spans`.
+fn large(value: &[u8]) {
+    let l = match value {
+        b"system" => LargeBlocks::System,
+        b"system-kept" => LargeBlocks::SystemKept,
+        b"spans" => LargeBlocks::Spans,
+        _ => {
+            return say(format_args!(
+                "POOLALLOC_LARGE_BLOCKS={} is not `system`, `system-kept` or `spans`: keeping {:?}",
+                Text(value),
+                large_blocks_raw()
+            ));
+        }
+    };
+    LARGE_BLOCKS.set_from_env(l as usize);
+}
+
+/// `POOLALLOC_HUGE_PAGES`: `off`, `on` (every region) or a whole number of MiB.
+fn huge(value: &[u8]) {
+    let h = match value {
+        b"off" | b"never" => HugePages::Off,
+        b"on" | b"always" => HugePages::PastMiB(0),
+        _ => match parse_number(value, MAX_HUGE_MIB) {
+            Some(m) => HugePages::PastMiB(m),
+            None => {
+                return say(format_args!(
+                    "POOLALLOC_HUGE_PAGES={} is not `off`, `on` or a number of MiB up to {MAX_HUGE_MIB}: keeping {:?}",
+                    Text(value),
+                    HugePages::from_raw(HUGE_PAGES.value.load(Relaxed))
+                ));
+            }
+        },
+    };
+    HUGE_PAGES.set_from_env(h.raw());
+}
+
+/// The largest `POOLALLOC_HUGE_PAGES` threshold taken from the environment (1 TiB).
+const MAX_HUGE_MIB: usize = 1 << 20;
+
+/// The setting as it stands, without reading the environment (for messages while reading it).
+fn large_blocks_raw() -> LargeBlocks {
+    LargeBlocks::from_usize(LARGE_BLOCKS.value.load(Relaxed))
+}
+
+/// A whole number `0..=max`, in decimal.
+fn parse_number(v: &[u8], max: usize) -> Option<usize> {
+    if v.is_empty() || v.len() > 20 {
+        return None;
+    }
+    let mut n: usize = 0;
+    for &d in v {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        n = n.checked_mul(10)?.checked_add((d - b'0') as usize)?;
+    }
+    (n <= max).then_some(n)
+}
+
+fn parse_bool(v: &[u8]) -> Option<bool> {
+    match v {
+        b"1" | b"true" | b"yes" | b"on" => Some(true),
+        b"0" | b"false" | b"no" | b"off" | b"" => Some(false),
+        _ => None,
+    }
+}
+
+fn number(name: &[u8], value: &[u8], max: usize, s: &Setting) {
+    match parse_number(value, max) {
+        Some(n) => s.set_from_env(n),
+        None => say(format_args!(
+            "POOLALLOC_{}={} is not a whole number from 0 to {max}: keeping {}",
+            Text(name),
+            Text(value),
+            s.value.load(Relaxed)
+        )),
+    }
+}
+
+/// A factor above 1 with up to three decimals (`1.5`, `2`), kept in thousandths.
+fn factor(name: &[u8], value: &[u8], s: &Setting) {
+    match parse_milli(value).filter(|&m| m > 1000 && m <= MAX_PROF_PEAK_MILLI) {
+        Some(m) => s.set_from_env(m),
+        None => say(format_args!(
+            "POOLALLOC_{}={} is not a factor above 1 (such as 1.5) up to 1000: keeping it off",
+            Text(name),
+            Text(value)
+        )),
+    }
+}
+
+/// `D[.DDD]` in thousandths: `1.5` is 1500. None for anything else.
+fn parse_milli(v: &[u8]) -> Option<usize> {
+    let dot = v.iter().position(|&b| b == b'.').unwrap_or(v.len());
+    let (int, frac) = (&v[..dot], v.get(dot + 1..).unwrap_or(b""));
+    if int.is_empty() || frac.len() > 3 || (dot < v.len() && frac.is_empty()) {
+        return None;
+    }
+    let whole = parse_number(int, MAX_PROF_PEAK_MILLI / 1000)?;
+    let mut milli = 0;
+    for (i, &d) in frac.iter().enumerate() {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        milli += (d - b'0') as usize * [100, 10, 1][i];
+    }
+    Some(whole * 1000 + milli)
+}
+
+fn boolean(name: &[u8], value: &[u8], s: &Setting) {
+    match parse_bool(value) {
+        Some(b) => s.set_from_env(b as usize),
+        None => say(format_args!(
+            "POOLALLOC_{}={} is not 1/0, true/false, yes/no or on/off: keeping {}",
+            Text(name),
+            Text(value),
+            s.value.load(Relaxed)
+        )),
+    }
+}
+
+/// Bytes shown as text (non-UTF-8 bytes as `?`), at most 64 of them.
+struct Text<'a>(&'a [u8]);
+
+impl fmt::Display for Text<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for &b in self.0.iter().take(64) {
+            f.write_char(if b.is_ascii_graphic() || b == b' ' {
+                b as char
+            } else {
+                '?'
+            })?;
+        }
+        if self.0.len() > 64 {
+            f.write_str("…")?;
+        }
+        Ok(())
+    }
+}
+
+/// Writes `poolalloc: <message>` as one line on stderr, without allocating (a longer message is
+/// cut, its newline kept).
+pub(crate) fn say(args: fmt::Arguments<'_>) {
+    os::write_stderr(StackText::<320>::message(args).as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_parse_within_bounds_only() {
+        assert_eq!(parse_number(b"0", 10), Some(0));
+        assert_eq!(parse_number(b"250", 1000), Some(250));
+        assert_eq!(parse_number(b"1001", 1000), None);
+        assert_eq!(parse_number(b"", 10), None);
+        assert_eq!(parse_number(b"-1", 10), None);
+        assert_eq!(parse_number(b"12ms", 100), None);
+        assert_eq!(parse_number(b"99999999999999999999999", usize::MAX), None);
+    }
+
+    #[test]
+    fn factors_parse_in_thousandths() {
+        assert_eq!(parse_milli(b"1.5"), Some(1500));
+        assert_eq!(parse_milli(b"2"), Some(2000));
+        assert_eq!(parse_milli(b"1.125"), Some(1125));
+        assert_eq!(parse_milli(b"1.05"), Some(1050));
+        assert_eq!(parse_milli(b"1."), None);
+        assert_eq!(parse_milli(b".5"), None);
+        assert_eq!(parse_milli(b"1.2345"), None);
+        assert_eq!(parse_milli(b"1,5"), None);
+        assert_eq!(parse_milli(b"x"), None);
+    }
+
+    #[test]
+    fn booleans_parse() {
+        assert_eq!(parse_bool(b"1"), Some(true));
+        assert_eq!(parse_bool(b"on"), Some(true));
+        assert_eq!(parse_bool(b"off"), Some(false));
+        assert_eq!(parse_bool(b"maybe"), None);
+    }
+
+    #[test]
+    fn code_wins_over_the_environment() {
+        let s = Setting::new(5);
+        s.set_from_env(7);
+        assert_eq!(s.value.load(Relaxed), 7);
+        s.set(9);
+        s.set_from_env(11);
+        assert_eq!(s.value.load(Relaxed), 9);
+    }
+}

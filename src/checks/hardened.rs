@@ -1,0 +1,629 @@
+//! Checks compiled in with the `hardened` feature. Each detects a misuse or a corruption and aborts
+//! the process with a message that names it (never a panic: the allocator must not unwind).
+//!
+//! | misuse | how it is caught |
+//! |---|---|
+//! | double free, realloc of a freed block | free slots of 16 B and more carry a keyed tag of their address in their second word; an 8-byte slot counts as free while its link word decodes to a link a free slot could hold (handing it out overwrites the word) and, on 32-bit targets, where the link is half the slot, while the other half holds a 32-bit keyed tag; large blocks: a table of live blocks |
+//! | free of an interior, unaligned, wild, foreign or never-allocated pointer | the address map of our chunks (`addr_map`); the slot grid of the chunk (a multiply, not a division); the chunk's carved watermark; the live-large-block table |
+//! | size-mismatched dealloc | the layout's class against the chunk header's class (a smaller class is accepted where `realloc` may have shrunk the block in place: at least half the slot, `size_class::stays`) |
+//! | corrupted free-list links | links stored as `rotl(p ^ k1, k0) + k0` with per-process keys; a decoded link must be a free slot of the same chunk: in its slot area and carrying its own tag (8-byte slots: a carved slot's start) |
+//! | write after free | freed slots carry their tag (checked when handed out again); with `hardened-full` also the `0x1deadb0b` pattern in the rest of their first 64 bytes, and freed large spans of the C library wait for reuse read-only (a write faults) |
+//! | free of a pointer on the stack or in static data (C library) | a pointer outside our mappings is checked against the thread's stack and the loaded objects' images |
+//! | overflow or underflow by a few bytes of a large block (C library) | keyed canaries in the last word of the span header and just after the block (its usable size is then the request rounded to 16 bytes, not to the page), checked at every lookup of the block |
+//!
+//! Not caught: a double free after the slot was handed out again (it is then a valid free of the new
+//! block), writes past the first 64 bytes of a freed slot, and overflows into a live neighbour. A
+//! live block whose second word happens to equal its own secret tag would be taken for free (a
+//! 2^-64 chance for data that does not know the key); for an 8-byte block the chance is that its
+//! word decodes to an 8-aligned address inside one of our chunks of its class (for a 1 GiB heap
+//! about 2^-37; on 32-bit targets, an 8-aligned address in its own chunk, 2^-17, and its last 4
+//! bytes its 32-bit tag, 2^-32: 2^-49 together).
+
+//! Every function here has a no-op twin when the feature is off; the data path calls them
+//! unconditionally from the hand-out and free points (`global` for `PoolAlloc`, `raw` for the
+//! size-less interface, `own_heap` for `Heap`), and the chunk source
+//! registers its regions. Free-slot marks and link encoding are written by [`crate::chunks::link`].
+
+pub use imp::*;
+
+#[cfg(feature = "hardened")]
+mod imp {
+    use crate::chunks::chunk::{self, FreeSlot};
+    use crate::chunks::link::{self, POISON, POISON_BYTES, decode, tag};
+    use crate::base::lock::Lock;
+    use crate::base::addr_table::AddrTable;
+    use crate::{chunks::addr_map, os, base::size_class};
+    use core::sync::atomic::AtomicUsize;
+    use core::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
+
+    pub use crate::base::fatal::fatal;
+
+    /// Checks a decoded link read from slot `from`, a slot of `size` bytes: null, or the start of
+    /// a free slot of the same chunk (every list of free slots is a chunk's own). For slots of
+    /// 16 bytes and more, "a free slot's start" is read from the slot itself: its second word must
+    /// be its keyed tag (one load from the line the next hand-out reads anyway, and no header
+    /// field, multiply or table). That also catches a link to a live block of the chunk, which a
+    /// slot-start test passed on to the hand-out. 8-byte slots carry no tag: there the link must
+    /// be the start of a carved slot (a multiply by the class's reciprocal).
+    #[inline(always)]
+    fn check_link(from: *mut FreeSlot, next: *mut FreeSlot, size: usize) {
+        if next.is_null() {
+            return;
+        }
+        let base = from as usize & !(chunk::CHUNK_SIZE - 1);
+        let off = (next as usize).wrapping_sub(base);
+        let ok = if size >= 16 {
+            // The read of word 1 of `next` stays in the chunk's slot area (never the header, which
+            // other threads write).
+            off <= chunk::CHUNK_SIZE - chunk::HEADER_SIZE - 16
+                // SAFETY: next + 8 .. next + 16 lies in the slot area of `from`'s chunk (just
+                // checked), mapped memory of ours that this thread owns (a slot there is written by
+                // another thread only while it is live, which a valid link never names);
+                // unaligned, since a corrupted `next` may be any address.
+                && unsafe { next.cast::<u8>().add(8).cast::<u64>().read_unaligned() }
+                    == tag(next.cast())
+        } else {
+            let c = chunk::of(from);
+            // SAFETY: `from` is a free slot of one of our chunks, so its header is readable; the
+            // caller is the chunk's owner, the only writer of `bump`.
+            let (class, bump) = unsafe { ((*c).class as usize, (*c).bump) };
+            off < chunk::CHUNK_SIZE
+                && slot_index(off, class) * slot_size(class) == off
+                && (next as usize) < bump as usize
+        };
+        if !ok {
+            fatal(format_args!(
+                "corrupted free list: slot {from:p} links to {next:p} (heap overflow or write after free?)"
+            ));
+        }
+    }
+
+    // --- which chunks are ours: the address map ------------------------------------------------------
+
+    /// Called by the chunk source before the first chunk of a region is used: fixes the link keys
+    /// (no link may be stored in a chunk before they are).
+    pub fn init_link_keys() {
+        link::init();
+    }
+
+    /// True when `p` lies in a chunk this allocator mapped (and has not unmapped).
+    #[inline]
+    pub fn is_ours(p: *mut u8) -> bool {
+        addr_map::is_chunk(p)
+    }
+
+    // --- per-slot state: free-slot tags, and links for the 8-byte class --------------------------------
+
+    /// An 8-byte slot has room only for its link on 64-bit targets, so its state is read from that
+    /// word: free while it decodes to a link a free slot could hold (null, or an 8-aligned address
+    /// in the slot's own chunk; every free slot's word is such a link, written by `set_next`).
+    /// Handing the slot out zeroes the word, which decodes to no such link (see `link::init`). A
+    /// per-slot bitmap did the same with two atomic read-modify-writes per pair on a word that
+    /// threads sharing a chunk fought over (cache-scratch ran 4.4–4.8x slower hardened than
+    /// default). On 32-bit targets the link is 4 bytes and the rest of the slot holds a 32-bit tag
+    /// ([`link::TAG8`]), required too: a 4-byte link alone would take a live block for free with a
+    /// chance of 2^-17 (1/8 for the alignment, 2^-14 for the chunk).
+    ///
+    /// # Safety
+    /// `p` is the start of a carved 8-byte slot of one of our chunks (`slot_of`).
+    #[inline(always)]
+    unsafe fn looks_free_8(p: *mut u8) -> bool {
+        // SAFETY: p is a carved slot, 8 bytes long and 8-aligned (caller).
+        let n = decode(unsafe { p.cast::<*mut FreeSlot>().read() });
+        let linked = n.is_null() || (n as usize & 7 == 0 && chunk::of(n) == chunk::of(p));
+        // SAFETY: as above: bytes 4..8 of the slot (where TAG8, the link is 4 bytes).
+        linked && (!link::TAG8 || unsafe { p.add(4).cast::<u32>().read() } == link::tag8(p))
+    }
+
+    /// `ceil(2^40 / size)` for every class: `(off · RECIP[c]) >> 40 == off / size` for every offset
+    /// in a chunk (off < 2^18, size ≤ 2^15, so the rounding error off·(RECIP·size − 2^40) < 2^33
+    /// stays below 2^40 / size), without a division on the free path.
+    static RECIP: [u64; size_class::NUM_CLASSES] = {
+        let mut r = [0u64; size_class::NUM_CLASSES];
+        let mut c = 0;
+        while c < size_class::NUM_CLASSES {
+            let d = size_class::CLASS_SIZE[c] as u64;
+            r[c] = (1u64 << 40).div_ceil(d);
+            c += 1;
+        }
+        r
+    };
+
+    /// The index of the slot of class `class` that holds byte `off` of a chunk (`off` < CHUNK_SIZE).
+    #[inline(always)]
+    fn slot_index(off: usize, class: usize) -> usize {
+        debug_assert!(class < size_class::NUM_CLASSES && off < chunk::CHUNK_SIZE);
+        // SAFETY: class < NUM_CLASSES (callers pass classes from class_of or a checked header).
+        ((off as u64 * unsafe { *RECIP.get_unchecked(class) }) >> 40) as usize
+    }
+
+    /// Validates `p` as the start of a carved slot in one of our chunks, for a small block of
+    /// `size` bytes aligned to `align`, or aborts naming the problem; returns the slot's class.
+    /// That is the layout's class, or a larger one when `realloc` shrank the block in place: the
+    /// sizes [`size_class::stays`] allows in the slot are accepted, no others. `what` names the
+    /// operation for the message. The layout's own class is looked up only for a message.
+    #[inline]
+    fn slot_of(p: *mut u8, size: usize, align: usize, what: &'static str) -> usize {
+        if !is_ours(p) {
+            invalid(what, p, size, align, Invalid::Foreign);
+        }
+        let c = chunk::of(p);
+        // SAFETY: p's chunk is ours and mapped, so its header is readable; `magic` and `class` change
+        // only while no slot of the chunk is handed out, `carved` is an atomic. Fields are read by
+        // place, so no reference to the header (which its owner is writing) is made.
+        let (magic, hclass, carved) =
+            unsafe { ((*c).magic, (*c).class, (*c).carved.load(Acquire)) };
+        if magic != chunk::LIVE {
+            invalid(what, p, size, align, Invalid::NotInUse);
+        }
+        let hclass = hclass as usize;
+        // `stays` accepts every size of the slot's own class and the sizes a shrink in place
+        // leaves there, nothing else. A corrupt header's class is refused first: the slot grid
+        // below indexes its tables with it.
+        if hclass >= size_class::NUM_CLASSES || !size_class::stays(hclass, size, align, p as usize)
+        {
+            invalid(what, p, size, align, Invalid::Mismatch(hclass));
+        }
+        let slot = slot_size(hclass);
+        let off = p as usize & (chunk::CHUNK_SIZE - 1);
+        if slot_index(off, hclass) * slot != off || p as usize >= carved {
+            invalid(what, p, size, align, Invalid::NotStart(hclass));
+        }
+        hclass
+    }
+
+    /// What is wrong with a pointer given to `free` or `realloc`.
+    #[derive(Clone, Copy)]
+    enum Invalid {
+        Foreign,
+        NotInUse,
+        /// The block's class (from its chunk header).
+        Mismatch(usize),
+        /// The class of the slots there (from the chunk header).
+        NotStart(usize),
+    }
+
+    /// Aborts naming what is wrong with `p`. Out of line, so the checks' fast path carries no
+    /// formatting set-up.
+    #[cold]
+    #[inline(never)]
+    fn invalid(what: &str, p: *mut u8, size: usize, align: usize, why: Invalid) -> ! {
+        // `stays` also fails a pointer that lacks the layout's alignment: where the classes agree,
+        // that is what is wrong.
+        let why = match why {
+            Invalid::Mismatch(found) if size_class::class_of(size, align) == Some(found) => {
+                Invalid::NotStart(found)
+            }
+            why => why,
+        };
+        match why {
+            Invalid::Foreign => fatal(format_args!(
+                "{what} of invalid pointer {p:p}: not allocated by poolalloc (wild or foreign pointer)"
+            )),
+            Invalid::NotInUse => fatal(format_args!(
+                "{what} of invalid pointer {p:p}: its chunk is not in use"
+            )),
+            Invalid::Mismatch(found) => fatal(format_args!(
+                "size mismatch: {what} of {p:p} with a layout of the {}-byte class, but the block is in the {}-byte class",
+                size_class::class_of(size, align).map_or(0, slot_size),
+                size_class::CLASS_SIZE.get(found).copied().unwrap_or(0)
+            )),
+            Invalid::NotStart(class) => fatal(format_args!(
+                "{what} of invalid pointer {p:p}: not the start of a block (interior, unaligned or never-allocated pointer into {}-byte slots)",
+                slot_size(class)
+            )),
+        }
+    }
+
+    /// The slot size of class `class`, which came from `class_of` (so is in range).
+    #[inline(always)]
+    fn slot_size(class: usize) -> usize {
+        debug_assert!(class < size_class::NUM_CLASSES);
+        // The table `stays` reads too, so a check that uses both loads the size once.
+        size_class::size_of(class)
+    }
+
+    /// A slot of class `class` is being handed out: it must carry its free mark and be untouched.
+    #[inline(always)]
+    pub fn on_hand_out(p: *mut u8, class: usize) {
+        // The link the slot held is now its chunk's `free` (the hand-out was a pop by the owner, this
+        // thread): it must be null or a free slot of the same chunk (`check_link`).
+        let size = slot_size(class);
+        // SAFETY: p was just handed out of its chunk, whose header is live and owned by this thread.
+        check_link(p.cast(), unsafe { (*chunk::of(p)).free }, size);
+        if size < 16 {
+            // Its link was checked when it was taken off its list; zeroing it (and, on 32-bit
+            // targets, the tag after it) makes the block live.
+            // SAFETY: the slot is ours now, 8 bytes, 8-aligned.
+            unsafe { p.cast::<u64>().write(0) };
+            return;
+        }
+        let w = p.cast::<u64>();
+        // SAFETY: the slot is ours now and at least min(size, 64)/8 ≥ 2 words long.
+        unsafe {
+            if w.add(1).read() != tag(p) {
+                bad_hand_out(p, size, 8);
+            }
+            // The offending word is found only on failure.
+            if !link::poison_intact(p, size) {
+                let at = (2..size.min(POISON_BYTES) / 8)
+                    .find(|&i| w.add(i).read() != POISON)
+                    .unwrap_or(2);
+                bad_hand_out(p, size, at * 8);
+            }
+            // Clear the mark, so freeing the new block is not taken for a double free, and the
+            // link word: a stale link left in a block the user never writes would otherwise be
+            // copied by a realloc into an 8-byte slot, where it reads as a free slot's link.
+            w.add(1).write(0);
+            w.write(0);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn bad_hand_out(p: *mut u8, size: usize, at: usize) -> ! {
+        fatal(format_args!(
+            "write after free detected in block {p:p} ({size}-byte class) at offset {at} (or a corrupted free list handed out a live block)"
+        ))
+    }
+
+    /// A small block is being freed (the caller saw a small layout): it must be a live block of
+    /// the layout's class. Marks it free.
+    #[inline]
+    pub fn on_free(p: *mut u8, layout: core::alloc::Layout) {
+        debug_assert!(size_class::is_small(layout.size(), layout.align()));
+        let class = slot_of(p, layout.size(), layout.align(), "free");
+        let size = slot_size(class);
+        if size < 16 {
+            // SAFETY: p is the start of a carved 8-byte slot (slot_of).
+            if unsafe { looks_free_8(p) } {
+                double_free(p);
+            }
+            // Its tag, on 32-bit targets (nothing on 64-bit ones); the free path writes the link.
+            // SAFETY: the block was live and its owner has just given it up.
+            unsafe { link::mark_free(p, size) };
+            return;
+        }
+        let t = tag(p);
+        // SAFETY: p is the start of a carved slot of at least 16 bytes (slot_of).
+        if unsafe { p.cast::<u64>().add(1).read() } == t {
+            double_free(p);
+        }
+        // SAFETY: the block was live and its owner has just given it up; size >= 16.
+        unsafe { link::mark_free_tagged(p, size, t) };
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn double_free(p: *mut u8) -> ! {
+        fatal(format_args!(
+            "double free of {p:p} (or free of a never-allocated slot)"
+        ))
+    }
+
+    /// A pointer into one of our large spans that is not a live block's start, given to the
+    /// size-less interface.
+    #[cold]
+    pub fn on_invalid_pointer(p: *mut u8, what: &str) {
+        fatal(format_args!(
+            "{what} of {p:p}: not a live block (inside a large block, or freed already)"
+        ))
+    }
+
+    /// `realloc` of a small block of `size` bytes aligned to `align`: it must be live.
+    pub fn check_live(p: *mut u8, size: usize, align: usize) {
+        if !size_class::is_small(size, align) {
+            return;
+        }
+        let class = slot_of(p, size, align, "realloc");
+        let live = if slot_size(class) < 16 {
+            // SAFETY: p is the start of a carved 8-byte slot (slot_of).
+            !unsafe { looks_free_8(p) }
+        } else {
+            // SAFETY: p is the start of a carved slot of at least 16 bytes (slot_of).
+            let mark = unsafe { p.cast::<u64>().add(1).read() };
+            mark != tag(p)
+        };
+        if !live {
+            fatal(format_args!("realloc of freed block {p:p}"));
+        }
+    }
+
+    /// A pointer freed (or reallocated) that lies in none of our mappings: the C library leaves
+    /// such pointers alone (the dynamic loader frees blocks of its early allocator through
+    /// `free`), unless it is certainly no heap memory: misaligned, in the first 64 KiB, where
+    /// nothing is mapped, on the stack or in a loaded object's image.
+    #[cold]
+    pub fn on_foreign(p: *mut u8, what: &str) {
+        if is_zero_size_block(p) {
+            return; // ours: freeing it does nothing
+        }
+        let a = p as usize;
+        // No allocator hands out a block that is not 8-aligned (C's max_align_t), in the first
+        // 64 KiB (Linux's least mapping address), or where nothing is mapped.
+        if a % 8 != 0 {
+            fatal(format_args!(
+                "{what} of invalid pointer {p:p}: not a heap block (misaligned)"
+            ));
+        }
+        if a < 1 << 16 {
+            fatal(format_args!(
+                "{what} of invalid pointer {p:p}: not a heap block (in the first 64 KiB, never mapped)"
+            ));
+        }
+        if os::is_unmapped(p) {
+            fatal(format_args!(
+                "{what} of invalid pointer {p:p}: not a heap block (nothing is mapped there)"
+            ));
+        }
+        if os::is_stack_or_image(p) {
+            fatal(format_args!(
+                "{what} of invalid pointer {p:p}: not a heap block (on the stack or in a program's static data)"
+            ));
+        }
+    }
+
+    // --- zero-size blocks of the C library -----------------------------------------------------------
+
+    /// Address space for zero-size blocks: 256 MiB (16 MiB on 32-bit targets) that faults on any
+    /// access, reserved at the first `malloc(0)`; each block is the next 16 bytes of it, never
+    /// handed out again (so every zero-size block is unique, as C requires). 0: not reserved yet;
+    /// 1: the OS gave none.
+    static ZERO_BASE: AtomicUsize = AtomicUsize::new(0);
+    static ZERO_NEXT: AtomicUsize = AtomicUsize::new(0);
+    const ZERO_SPACE: usize = if cfg!(target_pointer_width = "64") {
+        256 << 20
+    } else {
+        16 << 20
+    };
+
+    /// A unique block for a zero-size request (C's `malloc(0)`, `calloc(0, n)`) where any read or
+    /// write of it faults, 16-aligned; null once the space is used up or where the OS has no such
+    /// memory (the caller then hands out an 8-byte slot, as without the feature).
+    #[cold]
+    pub fn zero_size_block() -> *mut u8 {
+        let mut base = ZERO_BASE.load(Acquire);
+        if base == 0 {
+            let p = os::reserve_inaccessible(ZERO_SPACE) as usize;
+            let want = if p == 0 { 1 } else { p };
+            base = match ZERO_BASE.compare_exchange(0, want, AcqRel, Acquire) {
+                Ok(_) => want,
+                Err(won) => won, // another thread reserved first; ours stays unused
+            };
+        }
+        if base == 1 {
+            return core::ptr::null_mut();
+        }
+        let off = ZERO_NEXT.fetch_add(16, Relaxed);
+        if off >= ZERO_SPACE {
+            return core::ptr::null_mut();
+        }
+        (base + off) as *mut u8
+    }
+
+    /// True when `p` is one of [`zero_size_block`]'s blocks (freeing one does nothing).
+    #[inline]
+    pub fn is_zero_size_block(p: *mut u8) -> bool {
+        let base = ZERO_BASE.load(Acquire);
+        base > 1 && (p as usize).wrapping_sub(base) < ZERO_SPACE
+    }
+
+    // --- large spans of the C library ---------------------------------------------------------------
+
+    /// The word just below a span block (the end of its header's padding): an underflow of the
+    /// block overwrites it first.
+    #[inline]
+    fn span_canary(p: *mut u8) -> u64 {
+        tag(p).rotate_left(17) ^ 0x0bad_f00d_5eed_cafe
+    }
+
+    /// The usable size of a span block of `size` bytes: the request rounded up to 16 bytes, so
+    /// that a canary after it catches an overflow, where the span has room for the canary
+    /// (`room`: bytes from the block to the span's end); else `page_usable`, as without the feature.
+    #[inline]
+    pub fn span_usable(size: usize, page_usable: usize, room: usize) -> usize {
+        let exact = size.max(1).next_multiple_of(16);
+        if exact + 8 <= room { exact } else { page_usable }
+    }
+
+    /// A span block `p` with `usable` bytes and `room` bytes to its span's end was set up or
+    /// resized: writes its canaries, below it and (where there is room) after its usable bytes.
+    pub fn on_span_block(p: *mut u8, usable: usize, room: usize) {
+        // The keys are fixed before the first canary is (a program's first block may be large).
+        link::init();
+        // SAFETY: the word below p lies in the block's span header padding (span::HEADER leaves
+        // room for it); the word after the usable bytes lies in the span when usable + 8 ≤ room;
+        // both are ours, and 8-aligned (p is, usable is a multiple of 16 or of the page).
+        unsafe {
+            p.cast::<u64>().sub(1).write(span_canary(p));
+            if usable + 8 <= room {
+                p.add(usable).cast::<u64>().write(span_canary(p.add(usable)));
+            }
+        }
+    }
+
+    /// A live span block `p` (as in [`on_span_block`]) is looked up (free, realloc, usable size):
+    /// its canaries must hold.
+    ///
+    /// # Safety
+    /// `p` is a live span block with these `usable` and `room`.
+    #[inline]
+    pub unsafe fn check_span_block(p: *mut u8, usable: usize, room: usize) {
+        // SAFETY: as in on_span_block: the span of a live block is mapped and ours.
+        unsafe {
+            if p.cast::<u64>().sub(1).read() != span_canary(p) {
+                fatal(format_args!(
+                    "heap underflow: the bytes just below large block {p:p} were overwritten"
+                ));
+            }
+            if usable + 8 <= room && p.add(usable).cast::<u64>().read() != span_canary(p.add(usable)) {
+                fatal(format_args!(
+                    "heap overflow: the bytes just after large block {p:p} ({usable} usable bytes) were overwritten"
+                ));
+            }
+        }
+    }
+
+    /// A freed span waits for reuse: made read-only (`hardened-full`), so a write after free
+    /// faults.
+    pub fn on_span_cached(base: *mut u8, len: usize) {
+        if cfg!(feature = "hardened-full") {
+            // SAFETY: the span is ours and unused (its block was freed); a refusal leaves it
+            // writable.
+            unsafe { os::protect(base, len, false) };
+        }
+    }
+
+    /// A cached span is taken for reuse: writable again. False when the OS refused (the caller
+    /// unmaps it instead).
+    #[must_use]
+    pub fn on_span_reused(base: *mut u8, len: usize) -> bool {
+        if !cfg!(feature = "hardened-full") {
+            return true;
+        }
+        // SAFETY: the span is ours, taken off the cache by the caller.
+        unsafe { os::protect(base, len, true) }
+    }
+
+    // --- live large blocks ------------------------------------------------------------------------------
+
+    /// The live large blocks' addresses.
+    static LARGE: Lock<AddrTable<()>> = Lock::new(AddrTable::new());
+
+    pub fn on_large_alloc(p: *mut u8) {
+        remember_large(&mut LARGE.lock(), p);
+    }
+
+    fn remember_large(set: &mut AddrTable<()>, p: *mut u8) {
+        if let Err(e) = set.insert(p as usize, ()) {
+            fatal(format_args!(
+                "cannot map {} bytes for the table of live large blocks",
+                e.bytes
+            ));
+        }
+    }
+
+    /// A large-layout free (or realloc, with `keep`): `p` must be a live large block.
+    pub fn on_large_free(p: *mut u8, keep: bool) {
+        let mut set = LARGE.lock();
+        if set.remove(p as usize).is_none() {
+            drop(set);
+            if is_ours(p) {
+                fatal(format_args!(
+                    "size mismatch: {p:p} is a small block but was freed with a large layout"
+                ));
+            }
+            fatal(format_args!(
+                "double free or invalid pointer {p:p}: not a live large block"
+            ));
+        }
+        if keep {
+            remember_large(&mut set, p);
+        }
+    }
+
+    /// Takes the large-block table's lock for `fork` (after every other allocator lock).
+    pub fn lock_for_fork() {
+        core::mem::forget(LARGE.lock());
+    }
+
+    /// # Safety
+    /// Only after [`lock_for_fork`], by the same thread or its forked child.
+    pub unsafe fn unlock_after_fork() {
+        // SAFETY: held by lock_for_fork, guard forgotten.
+        unsafe { LARGE.force_unlock() };
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+        use crate::chunks::chunk::{CHUNK_SIZE, FreeSlot};
+        use std::alloc::{Layout, alloc_zeroed, dealloc};
+
+        /// An 8-byte slot reads as free while its word decodes to a link a free slot could hold
+        /// and, on 32-bit targets, while its other half holds its tag. A live block whose word
+        /// happens to be such a link is taken for free on 64-bit targets (the documented 2^-37
+        /// chance for data that does not know the key), never on 32-bit ones, where the same
+        /// chance would be 2^-17 without the tag.
+        #[test]
+        fn an_8_byte_slot_is_free_by_its_link_and_on_32_bit_its_tag() {
+            let l = Layout::from_size_align(CHUNK_SIZE, CHUNK_SIZE).unwrap();
+            // SAFETY: l has a non-zero size.
+            let base = unsafe { alloc_zeroed(l) };
+            assert!(!base.is_null());
+            init_link_keys();
+            // SAFETY: base is a CHUNK_SIZE-aligned, zeroed region this test owns; the chunk's
+            // slots are handed out below the way the heap's fast path does it.
+            unsafe {
+                let c = chunk::init(base, 0);
+                assert!(chunk::extend(c) > 2);
+                let s0 = (*c).free;
+                (*c).free = FreeSlot::next(s0);
+                let s1 = (*c).free;
+                assert!(looks_free_8(s0.cast()) && looks_free_8(s1.cast()));
+                on_hand_out(s0.cast(), 0);
+                assert!(!looks_free_8(s0.cast()), "a handed-out slot reads as free");
+                // The live block now holds the encoded link to s1, a free slot of its chunk.
+                s0.cast::<*mut FreeSlot>().write(link::encode(s1));
+                assert_eq!(looks_free_8(s0.cast()), !link::TAG8);
+                // Freed, it carries its tag again (on 32-bit targets), and reads as free.
+                link::mark_free(s0.cast(), 8);
+                assert!(looks_free_8(s0.cast()));
+                dealloc(base, l);
+            }
+        }
+    }
+}
+
+#[cfg(not(feature = "hardened"))]
+mod imp {
+    //! The no-op twins: with the feature off every check compiles to nothing.
+
+    #[inline(always)]
+    pub fn init_link_keys() {}
+    #[inline(always)]
+    pub fn on_hand_out(_p: *mut u8, _class: usize) {}
+    #[inline(always)]
+    pub fn on_free(_p: *mut u8, _layout: core::alloc::Layout) {}
+    #[inline(always)]
+    pub fn check_live(_p: *mut u8, _size: usize, _align: usize) {}
+    #[inline(always)]
+    pub fn on_invalid_pointer(_p: *mut u8, _what: &str) {}
+    #[inline(always)]
+    pub fn on_foreign(_p: *mut u8, _what: &str) {}
+    #[inline(always)]
+    pub fn zero_size_block() -> *mut u8 {
+        core::ptr::null_mut()
+    }
+    #[inline(always)]
+    pub fn is_zero_size_block(_p: *mut u8) -> bool {
+        false
+    }
+    #[inline(always)]
+    pub fn span_usable(_size: usize, page_usable: usize, _room: usize) -> usize {
+        page_usable
+    }
+    #[inline(always)]
+    pub fn on_span_block(_p: *mut u8, _usable: usize, _room: usize) {}
+    /// # Safety
+    /// None: does nothing (the twin of the hardened version).
+    #[inline(always)]
+    pub unsafe fn check_span_block(_p: *mut u8, _usable: usize, _room: usize) {}
+    #[inline(always)]
+    pub fn on_span_cached(_base: *mut u8, _len: usize) {}
+    #[inline(always)]
+    #[must_use]
+    pub fn on_span_reused(_base: *mut u8, _len: usize) -> bool {
+        true
+    }
+    #[inline(always)]
+    pub fn on_large_alloc(_p: *mut u8) {}
+    #[inline(always)]
+    pub fn on_large_free(_p: *mut u8, _keep: bool) {}
+    #[inline(always)]
+    pub fn lock_for_fork() {}
+    /// # Safety
+    /// None: does nothing (the twin of the hardened version).
+    #[inline(always)]
+    pub unsafe fn unlock_after_fork() {}
+}

@@ -1,0 +1,13 @@
+//! Where memory comes from and goes: chunks (`source`: fresh regions, spares, retained empty and
+//! abandoned chunks, the purger's work), spans (`span`: a mapping per large block of the
+//! size-less interface) and large blocks (`large`: the system allocator or spans).
+//!
+//! Every byte a block can live in comes from here. The allocator's own bookkeeping maps from `os`
+//! where it lives, never handing out a byte of it: the address map (`chunks::addr_map`, one
+//! sparse reservation), the address tables (`base::addr_table`), the heap arena
+//! (`thread::heap`'s registry, 256 KiB blocks of heap structs, never returned) and `hardened`'s
+//! inaccessible space for zero-size blocks.
+
+pub(crate) mod large;
+pub(crate) mod source;
+pub(crate) mod span;

@@ -1,0 +1,252 @@
+//! Allocation: the fast path (a pop from the current chunk's free list, no lock, no atomic), the
+//! slow path and its refill (in the order of the diagram in docs/how-it-works.md), the shared heap of threads whose exit hook
+//! already ran.
+
+use super::free::{flush_all, retire};
+use super::registry::new_registered_heap;
+use super::{Bin, Heap, bin, count_supply, current, empty, exited, init_heap, make_current};
+use super::{owner_add, owner_add32, push_avail, this_heap};
+use crate::chunks::chunk::{self, Chunk, FreeSlot, push, unlink};
+use crate::base::lock::Lock;
+use crate::{chunks::remote_list, memory::source};
+use core::ptr;
+use core::sync::atomic::Ordering::Relaxed;
+
+// ---------------------------------------------------------------------------------------------------
+// The fast path.
+
+/// A slot of class `c` for a request of `size` bytes, or null when out of memory.
+#[inline(always)]
+pub(crate) fn alloc(c: usize, size: usize) -> *mut u8 {
+    alloc_with::<true>(c, size)
+}
+
+/// A slot of class `c`, counted in the live blocks but not in the requested bytes (the size-less
+/// interface: no size comes back with its free, and the count would cost its fast paths).
+#[inline(always)]
+pub(crate) fn alloc_unsized(c: usize) -> *mut u8 {
+    alloc_with::<false>(c, 0)
+}
+
+#[inline(always)]
+fn alloc_with<const REQUESTED: bool>(c: usize, size: usize) -> *mut u8 {
+    let h = this_heap();
+    // SAFETY: h is this thread's heap (or a static one, whose current is the dummy chunk with a
+    // null free list); `current` is a live chunk this heap owns, or the dummy.
+    unsafe {
+        let ch = *current(h, c);
+        let p = (*ch).free;
+        if p.is_null() {
+            return alloc_slow(size, c, h);
+        }
+        (*ch).free = FreeSlot::next(p);
+        chunk::set_used(ch, chunk::used(ch) + 1);
+        if REQUESTED {
+            owner_add32(&(*ch).requested, size as u32);
+        }
+        p.cast()
+    }
+}
+
+/// Small block `p` stays in place while its requested size changes from `old` to `new`.
+///
+/// # Safety
+/// `p` must be a live small block of this allocator.
+#[inline]
+pub(crate) unsafe fn resized(p: *mut u8, old: usize, new: usize) {
+    let ch = chunk::of(p);
+    // SAFETY: p is live, so its chunk header is; its owner may write `requested`, any other
+    // thread adds to `remote_requested` (the block stays live meanwhile, so the chunk cannot
+    // change hands under us).
+    unsafe {
+        if (*ch).owner.load(Relaxed) == this_heap().cast() {
+            owner_add32(&(*ch).requested, new.wrapping_sub(old) as u32);
+        } else {
+            (*ch)
+                .remote_requested
+                .fetch_add(old.wrapping_sub(new) as u32, Relaxed);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The slow path.
+
+#[cold]
+#[inline(never)]
+// Arguments in the order the fast path holds them (the request's size stays in its register).
+fn alloc_slow(size: usize, c: usize, h: *mut Heap) -> *mut u8 {
+    let h = if h == empty() { init_heap() } else { h };
+    if h == exited() {
+        return alloc_shared(c, size);
+    }
+    // SAFETY: h is this thread's heap.
+    unsafe {
+        // Batched remote frees go out whenever this thread visits a slow path.
+        if (*h).batched != 0 {
+            flush_all(h);
+        }
+        alloc_from(h, c, size)
+    }
+}
+
+/// Pops a slot of class `c` from heap `h`, refilling its current chunk as needed.
+///
+/// # Safety
+/// The caller must own `h` (its thread, or the shared heap's lock).
+pub(super) unsafe fn alloc_from(h: *mut Heap, c: usize, size: usize) -> *mut u8 {
+    // SAFETY: the caller owns h and so every chunk on its lists.
+    unsafe {
+        let ch = refill(h, c);
+        if ch.is_null() {
+            return ptr::null_mut();
+        }
+        let p = (*ch).free;
+        (*ch).free = FreeSlot::next(p);
+        chunk::set_used(ch, chunk::used(ch) + 1);
+        owner_add32(&(*ch).requested, size as u32);
+        p.cast()
+    }
+}
+
+/// Makes class `c`'s current chunk one with a slot on `free` and returns it (null when out of
+/// memory). The order of the diagram in docs/how-it-works.md: the current chunk's local and remote frees, never-used slots,
+/// hinted full chunks, the next chunk with free slots, an abandoned chunk, the source.
+///
+/// # Safety
+/// The caller must own `h`.
+unsafe fn refill(h: *mut Heap, c: usize) -> *mut Chunk {
+    // SAFETY: the caller owns h and every chunk on its lists.
+    unsafe {
+        let b = bin(h, c);
+        let mut adopted = 0;
+        // The current chunk was made current by this call: its free list is new supply.
+        let mut fresh = false;
+        loop {
+            let ch = *current(h, c);
+            if !(*ch).free.is_null() {
+                if fresh {
+                    count_supply(b, ch);
+                }
+                return ch;
+            }
+            if ch != chunk::dummy() {
+                if chunk::take_local(ch) {
+                    // Remote frees are collected on every refill too, so they never wait long.
+                    collect(b, ch);
+                    count_supply(b, ch);
+                    return ch;
+                }
+                if collect(b, ch) > 0 || chunk::extend(ch) > 0 {
+                    count_supply(b, ch);
+                    return ch;
+                }
+                // Nothing left: to the full list, unless remote frees came in meanwhile.
+                if !chunk::try_mark_full(ch) {
+                    continue;
+                }
+                (*ch).in_full = true;
+                (*ch).notify_at = chunk::used(ch) - 1;
+                let _l = (*h).lists.lock();
+                push(&raw mut (*b).full, ch);
+                *current(h, c) = chunk::dummy();
+            }
+            if (*h).hint.contains(c) {
+                (*h).hint.remove(c);
+                unfull_hinted(h, c);
+            }
+            fresh = true;
+            let next = (*b).avail;
+            if !next.is_null() {
+                let _l = (*h).lists.lock();
+                unlink(&raw mut (*b).avail, next);
+                make_current(h, c, next);
+                continue;
+            }
+            // An abandoned chunk of this class (a few at most: they may all be full).
+            if adopted < 4 && !(*h).owned {
+                let a = source::adopt(c);
+                if !a.is_null() {
+                    adopted += 1;
+                    (*a).owner.store(h.cast(), Relaxed);
+                    let _l = (*h).lists.lock();
+                    make_current(h, c, a);
+                    continue;
+                }
+            }
+            let n = source::acquire(c);
+            if n.is_null() {
+                return ptr::null_mut();
+            }
+            (*n).owner.store(h.cast(), Relaxed);
+            let _l = (*h).lists.lock();
+            make_current(h, c, n);
+        }
+    }
+}
+
+/// Collects chunk `ch`'s remote frees into its free list, counting them against `b`'s pending.
+///
+/// # Safety
+/// The caller owns `ch`, which belongs to bin `b`.
+pub(super) unsafe fn collect(b: *mut Bin, ch: *mut Chunk) -> u32 {
+    // SAFETY: forwarded.
+    unsafe {
+        let n = chunk::collect_remote(ch);
+        if n > 0 {
+            owner_add(&(*b).pending, (n as usize).wrapping_neg());
+        }
+        n
+    }
+}
+
+/// Moves the full chunks of class `c` that got remote frees since they were marked back to the
+/// heap's chunks with free slots (or gives them back, if every slot is now free).
+///
+/// # Safety
+/// The caller must own `h`.
+pub(super) unsafe fn unfull_hinted(h: *mut Heap, c: usize) {
+    // SAFETY: the caller owns h and its lists.
+    unsafe {
+        let b = bin(h, c);
+        let mut ch = (*b).full;
+        while !ch.is_null() {
+            let next = (*ch).next;
+            if !remote_list::is_full(&(*ch).remote) {
+                let l = (*h).lists.lock();
+                unlink(&raw mut (*b).full, ch);
+                (*ch).in_full = false;
+                collect(b, ch);
+                if chunk::used(ch) == 0 {
+                    drop(l);
+                    retire(ch);
+                } else {
+                    push_avail(b, ch);
+                }
+            }
+            ch = next;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The shared heap: allocations by threads whose exit hook already ran.
+
+pub(super) struct Shared(*mut Heap);
+// SAFETY: the heap is used only under the lock.
+unsafe impl Send for Shared {}
+pub(super) static SHARED: Lock<Shared> = Lock::new(Shared(ptr::null_mut()));
+
+#[cold]
+fn alloc_shared(c: usize, size: usize) -> *mut u8 {
+    let mut s = SHARED.lock();
+    if s.0.is_null() {
+        s.0 = new_registered_heap();
+        if s.0.is_null() {
+            return ptr::null_mut();
+        }
+    }
+    // SAFETY: we hold the lock, so we own the shared heap. Its chunks' frees all take the remote
+    // path (no thread names it as its own).
+    unsafe { alloc_from(s.0, c, size) }
+}

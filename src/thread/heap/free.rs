@@ -1,0 +1,284 @@
+//! Frees: the fast path (the owner's free: a push, no lock, no atomic), the owner's slow free (a
+//! chunk leaves the full list, or empties on the avail list), an empty chunk retired to the
+//! source, and remote frees, batched per class and pushed onto their chunk with one CAS.
+
+use super::registry::ORPHAN;
+use super::{Heap, bin, count_supply, current, empty, exited, init_heap, make_current};
+use super::{owner_add, owner_add32, push_avail, this_heap};
+use crate::chunks::chunk::{self, Chunk, FreeSlot, unlink};
+use crate::base::size_class::NUM_CLASSES;
+use crate::{chunks::remote_list, memory::source};
+use core::ptr;
+use core::sync::atomic::Ordering::Relaxed;
+
+// ---------------------------------------------------------------------------------------------------
+// The fast path.
+
+/// Frees slot `p`, allocated for `size` bytes.
+///
+/// # Safety
+/// `p` must be a slot handed out by this allocator and not used afterwards.
+#[inline(always)]
+pub(crate) unsafe fn dealloc(p: *mut u8, size: usize) {
+    // SAFETY: forwarded contract.
+    unsafe { dealloc_with::<true>(p, size) }
+}
+
+/// Frees slot `p` from [`alloc_unsized`](super::alloc_unsized).
+///
+/// # Safety
+/// As [`dealloc`].
+#[inline(always)]
+pub(crate) unsafe fn dealloc_unsized(p: *mut u8) {
+    // SAFETY: forwarded contract.
+    unsafe { dealloc_with::<false>(p, 0) }
+}
+
+/// # Safety
+/// As [`dealloc`].
+#[inline(always)]
+unsafe fn dealloc_with<const REQUESTED: bool>(p: *mut u8, size: usize) {
+    let h = this_heap();
+    let ch = chunk::of(p);
+    // SAFETY: p is a live slot, so its chunk header is live; `owner` is an atomic any thread may
+    // read, `class` does not change while a slot is live. When `owner` names this heap, this
+    // thread owns the chunk and may write its fields.
+    unsafe {
+        let owner = (*ch).owner.load(Relaxed);
+        if owner != h.cast() {
+            return free_remote(p, if REQUESTED { size } else { 0 }, h, owner);
+        }
+        let s = p.cast::<FreeSlot>();
+        FreeSlot::set_next(s, (*ch).local_free);
+        (*ch).local_free = s;
+        let used = chunk::used(ch) - 1;
+        chunk::set_used(ch, used);
+        if REQUESTED {
+            owner_add32(&(*ch).requested, (size as u32).wrapping_neg());
+        }
+        if used == (*ch).notify_at {
+            // The slow paths take `p` and find the chunk again: one register fewer here.
+            free_slow(p, h);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The owner's slow free.
+
+/// The owner freed a slot into a chunk whose `used` reached `notify_at`: the first free into a
+/// full chunk, or the last live slot of a chunk on the avail list.
+#[cold]
+#[inline(never)]
+pub(super) unsafe fn free_slow(p: *mut u8, h: *mut Heap) {
+    let ch = chunk::of(p);
+    // SAFETY: the caller (dealloc) checked that h owns ch.
+    unsafe {
+        let c = (*ch).class as usize;
+        let b = bin(h, c);
+        let l = (*h).lists.lock();
+        if (*ch).in_full {
+            unlink(&raw mut (*b).full, ch);
+            (*ch).in_full = false;
+            // A remote free may have cleared FULL already (and hinted us): either way it is gone.
+            remote_list::clear_full(&(*ch).remote);
+            if *current(h, c) == chunk::dummy() {
+                make_current(h, c, ch);
+            } else {
+                push_avail(b, ch);
+            }
+        } else if chunk::used(ch) == 0 {
+            // On the avail list, now empty: give it back, unless the class has no current chunk.
+            unlink(&raw mut (*b).avail, ch);
+            if *current(h, c) == chunk::dummy() {
+                make_current(h, c, ch);
+                // Remote frees collected while it waited on the avail list are on `free`: the
+                // fast path will hand them out with no refill, so they are supplied now.
+                if !(*ch).free.is_null() {
+                    count_supply(b, ch);
+                }
+            } else {
+                drop(l);
+                retire(ch);
+            }
+        }
+    }
+}
+
+/// Gives an empty chunk the heap no longer lists back to the source.
+///
+/// # Safety
+/// The caller owns `ch`, which is on no list and has `used == 0`.
+pub(super) unsafe fn retire(ch: *mut Chunk) {
+    // SAFETY: forwarded; with used == 0 no slot is handed out, so no remote free can arrive.
+    unsafe {
+        (*ch).owner.store(ptr::null_mut(), Relaxed);
+        source::release(ch);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Remote frees and their batches.
+
+/// Remote frees of one class into one chunk, linked through the slots like a free list, waiting
+/// to be pushed onto the chunk's `remote` list with one CAS (snmalloc batches remote frees per
+/// destination the same way). A batched slot is already counted as freed in the heap's `pending`
+/// (so `stats` is exact), and still counted in its chunk's `used` (so the chunk can neither be
+/// released nor change class while a batch holds its slots).
+pub(super) struct Batch {
+    /// The slots' chunk, or null when the batch is empty.
+    chunk: *mut Chunk,
+    head: *mut FreeSlot,
+    tail: *mut FreeSlot,
+    n: u32,
+}
+
+impl Batch {
+    /// A batch with no slots.
+    pub(super) const EMPTY: Batch = Batch {
+        chunk: ptr::null_mut(),
+        head: ptr::null_mut(),
+        tail: ptr::null_mut(),
+        n: 0,
+    };
+}
+
+/// A batch goes to its chunk once it holds this many bytes (or [`BATCH_SLOTS`] slots), when a
+/// remote free of its class goes to another chunk, and when its thread allocates on a slow path,
+/// trims or exits. So a thread that stops freeing holds at most one batch per class.
+const BATCH_BYTES: usize = 16 << 10;
+
+/// The most slots a batch holds.
+const BATCH_SLOTS: u32 = 64;
+
+/// Per class, the slots a batch holds before it goes: `BATCH_BYTES / size`, within 1..=BATCH_SLOTS.
+static BATCH_LIMIT: [u32; NUM_CLASSES] = {
+    let mut t = [0u32; NUM_CLASSES];
+    let mut c = 0;
+    while c < NUM_CLASSES {
+        let n = BATCH_BYTES / crate::base::size_class::CLASS_SIZE[c];
+        t[c] = if n < 1 {
+            1
+        } else if n > BATCH_SLOTS as usize {
+            BATCH_SLOTS
+        } else {
+            n as u32
+        };
+        c += 1;
+    }
+    t
+};
+
+/// A free by a thread that does not own the slot's chunk (or has no heap yet, or has exited).
+/// The slot joins this heap's batch for its class ([`Batch`]), unless the chunk has no owner (its
+/// thread exited: nobody allocates from it, and the source reaps it once it empties) or this
+/// thread has exited (its heap is the static *exited* one): then it goes to the chunk at once. A
+/// thread with no heap yet takes one first.
+#[cold]
+#[inline(never)]
+// Arguments in the order the fast path holds them, as `alloc_slow`'s (alloc.rs).
+unsafe fn free_remote(p: *mut u8, size: usize, h: *mut Heap, owner: *mut u8) {
+    let ch = chunk::of(p);
+    let h = if h == empty() { init_heap() } else { h };
+    // SAFETY: p is a handed-out slot of ch that nobody uses any more (caller): until it is pushed
+    // the chunk cannot change hands, so its class and `remote_requested` are this chunk's.
+    let c = unsafe {
+        if size != 0 {
+            (*ch).remote_requested.fetch_add(size as u32, Relaxed);
+        }
+        (*ch).class as usize
+    };
+    if h == exited() || owner.is_null() {
+        // SAFETY: as above.
+        let was_full = unsafe { chunk::push_remote(ch, p.cast(), p.cast()) };
+        hint_if_full(was_full, owner, c);
+        if h == exited() {
+            ORPHAN[c].pending.fetch_add(1, Relaxed);
+        } else {
+            // SAFETY: h is this thread's heap: its counters are ours to write.
+            unsafe { owner_add(&(*bin(h, c)).pending, 1) };
+        }
+        return;
+    }
+    // SAFETY: h is this thread's heap (batches and counters are ours); p is ours to link until
+    // its batch is pushed.
+    unsafe {
+        owner_add(&(*bin(h, c)).pending, 1);
+        let b = batch(h, c);
+        let s = p.cast::<FreeSlot>();
+        if (*b).chunk == ch {
+            FreeSlot::set_next(s, (*b).head);
+            (*b).head = s;
+            (*b).n += 1;
+        } else {
+            if !(*b).chunk.is_null() {
+                flush(h, c);
+            }
+            FreeSlot::set_next(s, ptr::null_mut());
+            *b = Batch {
+                chunk: ch,
+                head: s,
+                tail: s,
+                n: 1,
+            };
+            (*h).batched |= 1 << c;
+        }
+        if (*b).n >= BATCH_LIMIT[c] {
+            flush(h, c);
+        }
+    }
+}
+
+/// Heap `h`'s batch of class `c`.
+#[inline(always)]
+fn batch(h: *mut Heap, c: usize) -> *mut Batch {
+    debug_assert!(c < NUM_CLASSES);
+    // SAFETY: as in `bin`.
+    unsafe { (&raw mut (*h).batches).cast::<Batch>().add(c) }
+}
+
+/// Pushes heap `h`'s batch of class `c` (not empty) onto its chunk's remote list.
+///
+/// # Safety
+/// The caller owns `h`.
+unsafe fn flush(h: *mut Heap, c: usize) {
+    // SAFETY: the caller owns h; the batch's slots are live in the chunk's count until the push,
+    // so the chunk is live and keeps its class; after the push they are the owner's.
+    unsafe {
+        let b = batch(h, c);
+        let ch = (*b).chunk;
+        debug_assert!(!ch.is_null());
+        // Read before the push: after it the chunk may be collected and released.
+        let owner = (*ch).owner.load(Relaxed);
+        let was_full = chunk::push_remote(ch, (*b).head, (*b).tail);
+        hint_if_full(was_full, owner, c);
+        *b = Batch::EMPTY;
+        (*h).batched &= !(1 << c);
+    }
+}
+
+/// Pushes every batch heap `h` holds.
+///
+/// # Safety
+/// The caller owns `h`.
+pub(super) unsafe fn flush_all(h: *mut Heap) {
+    // SAFETY: forwarded.
+    unsafe {
+        let mut bits = (*h).batched;
+        while bits != 0 {
+            flush(h, bits.trailing_zeros() as usize);
+            bits &= bits - 1;
+        }
+    }
+}
+
+/// A remote free that cleared a chunk's FULL flag tells its owner (read before the push), so
+/// the owner looks at its full list again. Heaps are never unmapped, so a stale owner only gets a
+/// spurious hint.
+#[inline]
+fn hint_if_full(was_full: bool, owner: *mut u8, c: usize) {
+    if was_full && !owner.is_null() {
+        // SAFETY: owner points at a heap in the heap arena (or a static heap).
+        unsafe { (*owner.cast::<Heap>()).hint.insert(c) };
+    }
+}
