@@ -18,7 +18,8 @@
 //! - **slot**: one block of a size class inside a chunk, handed out whole; a free slot links to
 //!   the next free one through its first word. (A typed [`Pool`]'s entries are *slots of the
 //!   pool*, [`GROUP_SLOTS`] to a group: always said with the pool. A thread's heap pointer lives in
-//!   its *TLS word*, and the address tables hold *entries*: neither is called a slot.)
+//!   its *TLS word*, and the block tables and the span cache hold *entries*: none is called a
+//!   slot.)
 //! - **chunk**: [`CHUNK_SIZE`] (256 KiB) aligned to its size, holding the slots of one class and,
 //!   in its last 192 bytes, the **chunk header** (`Chunk` in `chunks/chunk.rs`, whose fields
 //!   state the invariants). A slot's chunk is found by masking its address. Chunks come from the
@@ -61,7 +62,7 @@
 //! - **granule**: a [`CHUNK_SIZE`]-aligned 256 KiB piece of the address space.
 //! - **address map** (`chunks/addr_map.rs`): one byte per granule saying whether it is one of our
 //!   chunks, part of one of our spans, or **foreign** (not ours): how a pointer with no size is
-//!   recognised. Not to be confused with an **address table** (`base/addr_table.rs`): a hash table
+//!   recognised. Not to be confused with a **block table** (`base/block_table.rs`): a hash table
 //!   from block addresses to small values (`hardened`'s live large blocks, the `testing` counts,
 //!   the profiler's records).
 //! - **Om**: the C++ scripting engine this project grew from; its `object_pool<T>` and the

@@ -43,7 +43,7 @@ unsafe impl GlobalAlloc for PoolAlloc {
             return unsafe { self.watched_alloc(layout, false) };
         }
         // SAFETY: forwarded contract.
-        unsafe { self.raw_alloc(layout) }
+        unsafe { self.plain_alloc(layout) }
     }
 
     #[inline]
@@ -54,7 +54,7 @@ unsafe impl GlobalAlloc for PoolAlloc {
             return unsafe { self.watched_dealloc(ptr, layout) };
         }
         // SAFETY: forwarded contract.
-        unsafe { self.raw_dealloc(ptr, layout) }
+        unsafe { self.plain_dealloc(ptr, layout) }
     }
 
     #[inline]
@@ -65,7 +65,7 @@ unsafe impl GlobalAlloc for PoolAlloc {
             return unsafe { self.watched_alloc(layout, true) };
         }
         // SAFETY: forwarded contract.
-        unsafe { self.raw_alloc_zeroed(layout) }
+        unsafe { self.plain_alloc_zeroed(layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
@@ -75,12 +75,12 @@ unsafe impl GlobalAlloc for PoolAlloc {
                 return ptr::null_mut();
             }
             // SAFETY: forwarded contract.
-            let q = unsafe { self.raw_realloc(ptr, layout, new_size) };
+            let q = unsafe { self.plain_realloc(ptr, layout, new_size) };
             testing::after_realloc(ptr, layout, new_size, q);
             return q;
         }
         // SAFETY: forwarded contract.
-        unsafe { self.raw_realloc(ptr, layout, new_size) }
+        unsafe { self.plain_realloc(ptr, layout, new_size) }
     }
 }
 
@@ -89,21 +89,21 @@ if_fallback! {
     // Each has GlobalAlloc's contract for the method of the same name, forwarded to System.
     impl PoolAlloc {
         #[inline(always)]
-        unsafe fn raw_alloc(&self, layout: Layout) -> *mut u8 {
+        unsafe fn plain_alloc(&self, layout: Layout) -> *mut u8 {
             // SAFETY: forwarded contract.
             unsafe { std::alloc::System.alloc(layout) }
         }
         #[inline(always)]
-        unsafe fn raw_dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe fn plain_dealloc(&self, ptr: *mut u8, layout: Layout) {
             // SAFETY: forwarded contract.
             unsafe { std::alloc::System.dealloc(ptr, layout) }
         }
         #[inline(always)]
-        unsafe fn raw_alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        unsafe fn plain_alloc_zeroed(&self, layout: Layout) -> *mut u8 {
             // SAFETY: forwarded contract.
             unsafe { std::alloc::System.alloc_zeroed(layout) }
         }
-        unsafe fn raw_realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        unsafe fn plain_realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
             // SAFETY: forwarded contract.
             unsafe { std::alloc::System.realloc(ptr, layout, new_size) }
         }
@@ -138,7 +138,7 @@ fn block_align(size: usize, align: usize) -> usize {
     }
 }
 
-/// `raw_alloc` beyond the common case. Size first, where the fast path holds it.
+/// `plain_alloc` beyond the common case. Size first, where the fast path holds it.
 ///
 /// # Safety
 /// `size` and `align` form a valid layout of non-zero size.
@@ -161,9 +161,11 @@ fn small_alloc(c: usize, size: usize) -> *mut u8 {
     p
 }
 
+// The `plain_*` methods are the data path without the `testing` hooks (the `watched_*` ones add
+// them); nothing to do with the `raw` module. Each has GlobalAlloc's contract for its method.
 impl PoolAlloc {
     #[inline(always)]
-    unsafe fn raw_alloc(&self, layout: Layout) -> *mut u8 {
+    unsafe fn plain_alloc(&self, layout: Layout) -> *mut u8 {
         let layout = block_layout(layout);
         // SAFETY: forwarded contract.
         let p = unsafe { self.pool_alloc(layout) };
@@ -185,7 +187,7 @@ impl PoolAlloc {
     }
 
     #[inline(always)]
-    unsafe fn raw_dealloc(&self, ptr: *mut u8, layout: Layout) {
+    unsafe fn plain_dealloc(&self, ptr: *mut u8, layout: Layout) {
         // Once the profiler has recorded a block, frees go out of line past its records (a tail
         // call: the fast path keeps no register for it).
         #[cfg(feature = "profiling")]
@@ -221,7 +223,7 @@ impl PoolAlloc {
     }
 
     #[inline(always)]
-    unsafe fn raw_alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+    unsafe fn plain_alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         let layout = block_layout(layout);
         let p = match class_of(layout.size(), layout.align()) {
             Some(c) => {
@@ -242,7 +244,7 @@ impl PoolAlloc {
         p
     }
 
-    unsafe fn raw_realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+    unsafe fn plain_realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         let old_align = block_align(layout.size(), layout.align());
         let small = size_class::is_small(layout.size(), old_align);
         if small {
@@ -289,12 +291,12 @@ impl PoolAlloc {
                 let new_layout =
                     unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
                 // SAFETY: new_layout is valid and non-zero in size (caller).
-                let q = unsafe { self.raw_alloc(new_layout) };
+                let q = unsafe { self.plain_alloc(new_layout) };
                 if !q.is_null() {
                     // SAFETY: both blocks hold at least min(old, new) bytes and are distinct.
                     unsafe {
                         ptr::copy_nonoverlapping(ptr, q, layout.size().min(new_size));
-                        self.raw_dealloc(ptr, layout);
+                        self.plain_dealloc(ptr, layout);
                     }
                 }
                 q
@@ -315,9 +317,9 @@ impl PoolAlloc {
         // SAFETY: forwarded contract.
         let p = unsafe {
             if zeroed {
-                self.raw_alloc_zeroed(layout)
+                self.plain_alloc_zeroed(layout)
             } else {
-                self.raw_alloc(layout)
+                self.plain_alloc(layout)
             }
         };
         testing::after_alloc(p, layout);
@@ -329,7 +331,7 @@ impl PoolAlloc {
     unsafe fn watched_dealloc(&self, ptr: *mut u8, layout: Layout) {
         testing::before_free(ptr, layout);
         // SAFETY: forwarded contract.
-        unsafe { self.raw_dealloc(ptr, layout) }
+        unsafe { self.plain_dealloc(ptr, layout) }
     }
 }
 

@@ -31,7 +31,7 @@ mod imp {
     use crate::chunks::chunk::{self, FreeSlot};
     use crate::chunks::link::{self, POISON, POISON_BYTES, decode, tag};
     use crate::base::lock::Lock;
-    use crate::base::addr_table::AddrTable;
+    use crate::base::block_table::BlockTable;
     use crate::{chunks::addr_map, os, base::size_class};
     use core::sync::atomic::AtomicUsize;
     use core::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
@@ -488,13 +488,13 @@ mod imp {
     // --- live large blocks ------------------------------------------------------------------------------
 
     /// The live large blocks' addresses.
-    static LARGE: Lock<AddrTable<()>> = Lock::new(AddrTable::new());
+    static LARGE: Lock<BlockTable<()>> = Lock::new(BlockTable::new());
 
     pub fn on_large_alloc(p: *mut u8) {
         remember_large(&mut LARGE.lock(), p);
     }
 
-    fn remember_large(set: &mut AddrTable<()>, p: *mut u8) {
+    fn remember_large(set: &mut BlockTable<()>, p: *mut u8) {
         if let Err(e) = set.insert(p as usize, ()) {
             fatal(format_args!(
                 "cannot map {} bytes for the table of live large blocks",

@@ -1,6 +1,6 @@
 //! The profiler's records, in memory it maps itself (never through the allocator):
 //!
-//! - one **record** per live sampled block, by address (an [`AddrTable`]): its size, its weight
+//! - one **record** per live sampled block, by address (an [`BlockTable`]): its size, its weight
 //!   (how many blocks of its size it stands for) and its stack; removed when the block is freed;
 //! - one **stack** entry per distinct call stack seen, with the cumulative allocations sampled
 //!   there (never removed, so the cumulative profile survives the blocks);
@@ -11,7 +11,7 @@
 //! All of it sits under one lock, a leaf: nothing else is locked, allocated or freed while it is
 //! held (the stack is walked before it is taken). `fork` takes it last (`fork.rs`).
 
-use crate::base::addr_table::AddrTable;
+use crate::base::block_table::BlockTable;
 use crate::base::lock::Lock;
 use crate::os;
 use core::ptr;
@@ -57,7 +57,7 @@ pub struct Stack {
 
 struct Tables {
     /// The live sampled blocks.
-    records: AddrTable<Sampled>,
+    records: BlockTable<Sampled>,
     /// `1 << STACK_BITS` stacks, mapped at the first sample.
     stacks: *mut Stack,
     stack_count: usize,
@@ -71,7 +71,7 @@ struct Tables {
 unsafe impl Send for Tables {}
 
 static TABLES: Lock<Tables> = Lock::new(Tables {
-    records: AddrTable::new(),
+    records: BlockTable::new(),
     stacks: ptr::null_mut(),
     stack_count: 0,
     dropped: 0,

@@ -185,7 +185,7 @@ unsafe fn refill(h: *mut Heap, c: usize) -> *mut Chunk {
     }
 }
 
-/// Collects chunk `ch`'s remote frees into its free list, counting them against `b`'s pending.
+/// Collects chunk `ch`'s remote frees into its free list, counting them against `b`'s cached slots.
 ///
 /// # Safety
 /// The caller owns `ch`, which belongs to bin `b`.
@@ -194,7 +194,7 @@ pub(super) unsafe fn collect(b: *mut Bin, ch: *mut Chunk) -> u32 {
     unsafe {
         let n = chunk::collect_remote(ch);
         if n > 0 {
-            owner_add(&(*b).pending, (n as usize).wrapping_neg());
+            owner_add(&(*b).cached, (n as usize).wrapping_neg());
         }
         n
     }

@@ -25,7 +25,7 @@
 //! The files, along mimalloc's seams; each uses only this one and those listed above it:
 //!
 //! - `mod.rs`: the `Heap` and `Bin` types, the static *empty* and *exited* heaps, this thread's
-//!   slot and its heap's start ([`init_heap`]), where a chunk sits in a bin.
+//!   TLS word and its heap's start ([`init_heap`]), where a chunk sits in a bin.
 //! - `registry.rs`: the heap arena, the registry of live and free heaps, the orphan counters.
 //! - `free.rs`: the free fast path, the owner's slow free, an empty chunk retired, remote frees
 //!   and their batches.
@@ -65,8 +65,9 @@ use thread::thread_exited;
 /// are the live counts, summed over the heap's chunks by [`class_totals`].
 #[repr(C)]
 struct Bin {
-    /// Remote frees this thread made minus remote frees this heap collected (wrapping).
-    pending: AtomicUsize,
+    /// Cached slots: remote frees this thread made minus remote frees this heap collected
+    /// (wrapping).
+    cached: AtomicUsize,
     /// Slots the slow path put on this heap's current chunks' free lists for the fast path to
     /// hand out (owner load + store): the small part of `Stats::allocations`.
     supplied: AtomicUsize,
@@ -112,7 +113,7 @@ const fn new_heap() -> Heap {
         current: [chunk::dummy(); NUM_CLASSES],
         bins: [const {
             Bin {
-                pending: AtomicUsize::new(0),
+                cached: AtomicUsize::new(0),
                 supplied: AtomicUsize::new(0),
                 avail: ptr::null_mut(),
                 full: ptr::null_mut(),
@@ -153,11 +154,11 @@ const fn exited() -> *mut Heap {
 // This thread's heap: [`empty`] until its first allocation or free, [`exited`] after its exit hook.
 // Const-initialised, no destructor (see the re-entrance trap in DESIGN.md). The OS layer declares
 // it (on x86-64 Linux an initial-exec TLS word: one `mov` from `%fs`).
-os::thread_slot!(mod slot: Heap = EMPTY);
+os::tls_word!(mod tls: Heap = EMPTY);
 
 #[inline(always)]
 fn this_heap() -> *mut Heap {
-    slot::get()
+    tls::get()
 }
 
 #[inline(always)]
@@ -198,10 +199,10 @@ fn init_heap() -> *mut Heap {
     fork::install();
     let h = new_registered_heap();
     if h.is_null() {
-        slot::set(exited());
+        tls::set(exited());
         return exited();
     }
-    slot::set(h);
+    tls::set(h);
     register_exit_hook();
     h
 }
