@@ -45,7 +45,8 @@ pub(crate) fn count_large(add: bool, bytes: usize) {
 ///
 /// # Safety
 /// As `GlobalAlloc::alloc`.
-#[inline]
+// Out of line: the large path beside the fast paths would change their code.
+#[inline(never)]
 pub(crate) unsafe fn large_alloc(layout: Layout, zeroed: bool) -> *mut u8 {
     let p = if zeroed {
         // SAFETY: forwarded contract.
@@ -64,7 +65,8 @@ pub(crate) unsafe fn large_alloc(layout: Layout, zeroed: bool) -> *mut u8 {
 ///
 /// # Safety
 /// As `GlobalAlloc::dealloc`, for a block from [`large_alloc`].
-#[inline]
+// Out of line: the large path beside the fast paths would change their code.
+#[inline(never)]
 pub(crate) unsafe fn large_dealloc(p: *mut u8, layout: Layout) {
     count_large(false, layout.size());
     // SAFETY: forwarded contract.
@@ -76,7 +78,8 @@ pub(crate) unsafe fn large_dealloc(p: *mut u8, layout: Layout) {
 ///
 /// # Safety
 /// As `GlobalAlloc::realloc`, for a block from [`large_alloc`] that stays large.
-#[inline]
+// Out of line: the large path beside the fast paths would change their code.
+#[inline(never)]
 pub(crate) unsafe fn large_realloc(p: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
     // SAFETY: forwarded contract.
     let q = unsafe { large::realloc(p, layout, new_size) };
