@@ -21,18 +21,15 @@
 static GLOBAL: poolalloc::PoolAlloc = poolalloc::PoolAlloc::new();
 
 #[cfg(all(target_os = "linux", target_env = "gnu", not(poolalloc_no_bench_peers)))]
-#[path = "../tests/common/pprof.rs"]
-mod pprof;
-
-#[cfg(all(target_os = "linux", target_env = "gnu", not(poolalloc_no_bench_peers)))]
 #[path = "../benches/report/registry.rs"]
 #[allow(dead_code)] // the report's assertion, registry_texts, is not used here
 mod registry;
 
 #[cfg(all(target_os = "linux", target_env = "gnu", not(poolalloc_no_bench_peers)))]
 mod markdown {
-    use super::{pprof, registry};
+    use super::registry;
     use poolalloc::profile::{self, Config};
+    use poolalloc_test_support::pprof;
     use std::hint::black_box;
     use std::path::PathBuf;
 

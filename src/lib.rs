@@ -9,7 +9,7 @@
 //!
 //! Each word below means one thing, here and in the code, the statistics and `docs/`. The path a
 //! request takes through them, in one diagram: `docs/how-it-works.md` in the repository; the
-//! modules' layering, the lock order and the known traps: `DESIGN.md`; the chunk invariants: on
+//! layer folders, the lock order and the known traps: `DESIGN.md`; the chunk invariants: on
 //! the fields of the chunk header (`src/chunks/chunk.rs`).
 //!
 //! - **size class**: one of 44 slot sizes from 8 B to 32 KiB (`base/size_class.rs` gives the

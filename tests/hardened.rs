@@ -1,12 +1,12 @@
 //! Death tests of the `hardened` feature: each misuse runs in a child process (this test binary
-//! re-run with POOLALLOC_TEST_DEATH naming the case), which must abort with a message naming the problem.
+//! re-run with POOLALLOC_TEST_CHILD naming the case: poolalloc-test-support's `child`), which must
+//! abort with a message naming the problem.
 //! Run with `cargo test --features hardened --test hardened`.
 #![cfg(feature = "hardened")]
 
 use std::alloc::{GlobalAlloc, Layout, System};
 
-#[path = "common/child.rs"]
-mod subprocess;
+use poolalloc_test_support::child::{self, Ending};
 
 static P: poolalloc::PoolAlloc = poolalloc::PoolAlloc::new();
 
@@ -268,39 +268,23 @@ unsafe fn alloc_until(p: *mut u8, l: Layout) {
     panic!("{p:p} was never handed out again");
 }
 
-/// In a child: run the case named by the environment. In the parent: does nothing.
+/// In a child: run the case named by the environment (a case that returns is reported by the
+/// parent). In the parent: does nothing.
 #[test]
 fn child_entry() {
-    if let Ok(case) = std::env::var("POOLALLOC_TEST_DEATH") {
-        run_case(&case);
-        // Not caught: exit with a distinctive code so the parent reports it.
-        std::process::exit(subprocess::RETURNED);
-    }
+    child::enter(run_case);
 }
 
 #[test]
 fn every_misuse_aborts_with_a_message_naming_it() {
-    let mut failures = Vec::new();
-    for &(case, expect) in CASES {
-        // Writes after free past the tag word are caught by the poison of `hardened-full` only.
-        if case == "write_after_free" && !cfg!(feature = "hardened-full") {
-            continue;
-        }
-        let out = subprocess::this_binary()
-            .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
-            .env("POOLALLOC_TEST_DEATH", case)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let aborted = subprocess::aborted(&out.status);
-        if !aborted || !stderr.contains(expect) {
-            failures.push(format!(
-                "{case}: status {:?}, expected an abort with {expect:?}, stderr:\n{stderr}",
-                out.status
-            ));
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // Writes after free past the tag word are caught by the poison of `hardened-full` only.
+    let cases = CASES
+        .iter()
+        .filter(|&&(case, _)| case != "write_after_free" || cfg!(feature = "hardened-full"));
+    child::expect_each(
+        "child_entry",
+        cases.map(|&(case, expect)| (case, Ending::Aborts, expect)),
+    );
 }
 
 /// Correct use under `hardened` stays quiet: a mixed workload with realloc and cross-thread frees.

@@ -2,17 +2,13 @@
 //! shadow model through it, threads sharing one, its statistics and limit, and dropping it with
 //! blocks allocated (small and large): everything it held goes back to the pools.
 
-#[path = "shadow/seed.rs"]
-mod seed;
-#[path = "shadow/mod.rs"]
-mod shadow;
-
 use allocator_api2::alloc::Allocator;
 use allocator_api2::boxed::Box;
 use allocator_api2::vec::Vec;
 use poolalloc::Heap;
-use std::alloc::{GlobalAlloc, Layout};
-use std::ptr::NonNull;
+use poolalloc_test_support::seed;
+use poolalloc_test_support::shadow::{self, AsGlobal};
+use std::alloc::Layout;
 
 #[global_allocator]
 static GLOBAL: poolalloc::PoolAlloc = poolalloc::PoolAlloc::new();
@@ -22,22 +18,6 @@ static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn turn() -> std::sync::MutexGuard<'static, ()> {
     TURN.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// A heap seen as a `GlobalAlloc`, for the shadow model.
-struct AsGlobal<'a>(&'a Heap);
-
-// SAFETY: forwards to the heap's Allocator methods, whose contract is GlobalAlloc's here.
-unsafe impl GlobalAlloc for AsGlobal<'_> {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        self.0
-            .allocate(layout)
-            .map_or(std::ptr::null_mut(), |p| p.as_ptr().cast())
-    }
-    unsafe fn dealloc(&self, p: *mut u8, layout: Layout) {
-        // SAFETY: p came from alloc with layout (the caller's contract).
-        unsafe { self.0.deallocate(NonNull::new_unchecked(p), layout) }
-    }
 }
 
 #[test]
@@ -76,7 +56,7 @@ fn the_shadow_model_runs_on_a_heap() {
     for s in 0..10 {
         shadow::run_threaded(&AsGlobal(&heap), &seed::input(1000 + s, 4096));
     }
-    let n = seed::replay("global_alloc", |data| {
+    let n = seed::replay(&seed::regressions("global_alloc"), |data| {
         let h = Heap::new();
         shadow::Shadow::new(&AsGlobal(&h)).run(data);
     });

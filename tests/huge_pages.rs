@@ -42,7 +42,7 @@ fn regions_past_the_threshold_ask_for_huge_pages() {
             .unwrap_or_default();
         if thp.contains("[never]") || thp.is_empty() {
             eprintln!("transparent huge pages are `never` (or absent) here: nothing is advised");
-        } else if let Ok(runner) = std::env::var("POOLALLOC_TEST_RUNNER") {
+        } else if let Some(runner) = poolalloc_test_support::child::emulator() {
             // Under an emulator (qemu-user) /proc/self/smaps describes the emulator's mappings,
             // at host addresses, and its madvise may not reach the host.
             eprintln!("smaps not checked: the test runs under {runner}");

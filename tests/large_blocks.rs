@@ -13,9 +13,12 @@ use std::sync::{Arc, Barrier, mpsc};
 #[global_allocator]
 static GLOBAL: poolalloc::PoolAlloc = poolalloc::PoolAlloc::new();
 
-#[path = "common/rss.rs"]
-mod rss;
-use rss::{rss, rss_not_the_programs};
+use poolalloc_test_support::rss;
+
+/// The process's resident set, as poolalloc reports it.
+fn rss() -> usize {
+    rss::bytes(poolalloc::stats().rss_bytes)
+}
 
 #[test]
 #[cfg_attr(
@@ -93,7 +96,7 @@ fn freed_large_blocks_go_back_to_the_os() {
         peak >> 10,
         after >> 10
     );
-    if let Some(why) = rss_not_the_programs() {
+    if let Some(why) = rss::not_the_programs() {
         eprintln!("RSS assertions skipped: {why}");
         return;
     }

@@ -1,10 +1,10 @@
-//! The Pool<T> shadow model (tests/shadow/pool.rs) on seeded inputs and fuzz regressions.
+//! The Pool<T> shadow model (poolalloc-test-support's `pool`) on seeded inputs and fuzz
+//! regressions.
 
-#[path = "shadow/pool.rs"]
-mod pool_model;
-#[path = "shadow/seed.rs"]
-mod seed;
-use seed::input;
+use poolalloc_test_support::pool;
+use poolalloc_test_support::seed::{self, input};
+
+poolalloc_test_support::pool_under_test!(PoolUnderTest);
 
 #[global_allocator]
 static GLOBAL: poolalloc::PoolAlloc = poolalloc::PoolAlloc::new();
@@ -12,11 +12,11 @@ static GLOBAL: poolalloc::PoolAlloc = poolalloc::PoolAlloc::new();
 #[test]
 fn seeded_inputs() {
     for seed in 0..300 {
-        pool_model::run(&input(seed, 3000));
+        pool::run::<PoolUnderTest>(&input(seed, 3000));
     }
 }
 
 #[test]
 fn fuzz_regressions() {
-    seed::replay("pool", pool_model::run);
+    seed::replay(&seed::regressions("pool"), pool::run::<PoolUnderTest>);
 }

@@ -65,8 +65,7 @@ fn site_churn() -> usize {
     total
 }
 
-#[path = "common/pprof.rs"]
-mod pprof;
+use poolalloc_test_support::pprof;
 
 fn main() {
     let mut small = Vec::with_capacity(1 << 16);

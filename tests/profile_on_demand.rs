@@ -7,10 +7,7 @@ use poolalloc::profile::{self, Config, Dumps};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-#[path = "common/child.rs"]
-mod child;
-#[path = "common/pprof.rs"]
-mod pprof;
+use poolalloc_test_support::{child, pprof};
 
 #[global_allocator]
 static GLOBAL: poolalloc::PoolAlloc = poolalloc::PoolAlloc::new();
@@ -58,8 +55,8 @@ fn dir() -> PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR")).join("profile-on-demand")
 }
 
-/// The child: started with POOLALLOC_PROF and POOLALLOC_PROF_EVERY_S=1 by the parent; keeps
-/// 2 MiB and lives 2.5 s.
+/// The child (`child::enter`): started with POOLALLOC_PROF and POOLALLOC_PROF_EVERY_S=1 by the
+/// parent; keeps 2 MiB and lives 2.5 s.
 fn child() {
     let mut keep = Vec::new();
     grow_by(2 * MIB, &mut keep);
@@ -73,9 +70,7 @@ fn child() {
 }
 
 fn main() {
-    if std::env::args().any(|a| a == "--child") {
-        return child();
-    }
+    child::enter(|_| child());
     // A fresh folder: profiles of an earlier run must not count.
     let _ = std::fs::remove_dir_all(dir());
     std::fs::create_dir_all(dir()).unwrap();
@@ -153,15 +148,14 @@ fn main() {
 
     // The environment's form, in a child: numbered profiles every second besides the exit's.
     let child_prefix = dir().join("env").to_str().unwrap().to_owned();
-    let out = child::this_binary()
-        .arg("--child")
+    let out = child::command("env")
         .env("POOLALLOC_PROF", &child_prefix)
         .env("POOLALLOC_PROF_INTERVAL", "0")
         .env("POOLALLOC_PROF_EVERY_S", "1")
         .output()
         .unwrap();
     assert!(
-        out.status.success(),
+        child::returned(&out.status),
         "child: {:?}\n{}",
         out.status,
         String::from_utf8_lossy(&out.stderr)

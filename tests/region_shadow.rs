@@ -1,16 +1,12 @@
-//! The shadow-model interpreter (tests/shadow) driving `region::RegionAlloc`: seeded inputs and
-//! every regression input of the fuzz target `region`, over regions large enough for every
-//! operation and over a small one that runs out of memory often. After every operation the
-//! allocator's statistics must equal the model's (live blocks, requested bytes), and at the end
+//! The shadow-model interpreter (poolalloc-test-support's `shadow`) driving `region::RegionAlloc`:
+//! seeded inputs and every regression input of the fuzz target `region`, over regions large enough
+//! for every operation and over a small one that runs out of memory often. After every operation
+//! the allocator's statistics must equal the model's (live blocks, requested bytes), and at the end
 //! every region must be one free block again.
 
-#[path = "shadow/seed.rs"]
-mod seed;
-#[path = "shadow/mod.rs"]
-mod shadow;
-
 use poolalloc::region::{Region, RegionAlloc};
-use seed::input;
+use poolalloc_test_support::seed::{self, input};
+use poolalloc_test_support::shadow;
 
 /// Runs `data` on a fresh allocator over `sizes` regions (fresh memory each), checking the
 /// statistics against the model throughout.
@@ -56,7 +52,7 @@ fn seeded_inputs_small_region_runs_out() {
 
 #[test]
 fn fuzz_regressions() {
-    seed::replay("region", |data| {
+    seed::replay(&seed::regressions("region"), |data| {
         run(data, &[3 << 20, 1 << 20]);
         run(data, &[48 << 10]);
     });

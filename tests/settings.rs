@@ -1,10 +1,8 @@
 //! Runtime settings from the environment: each variable valid, invalid and absent, an unknown
 //! name, and a Rust setter that wins. Each case runs this test binary again as a child (settings
-//! are read once per process), with `POOLALLOC_TEST_SETTINGS_CHILD` set: the child prints what it sees.
+//! are read once per process; poolalloc-test-support's `child`): the child prints what it sees.
 
-#[path = "common/child.rs"]
-mod child;
-
+use poolalloc_test_support::child;
 use std::process::Output;
 use std::time::Duration;
 
@@ -30,14 +28,12 @@ fn child() {
 /// Runs the child with `env` (and nothing else of ours), through the runner the test scripts
 /// name for emulated targets, if any (`child::this_binary`).
 fn run(env: &[(&str, &str)]) -> (String, String) {
-    let mut cmd = child::this_binary();
-    cmd.args(["--exact", "the_child", "--nocapture", "--test-threads=1"]);
+    let mut cmd = child::test("the_child", "settings");
     for (k, _) in std::env::vars() {
         if k.starts_with("POOLALLOC_") && !k.starts_with("POOLALLOC_TEST_") {
             cmd.env_remove(k);
         }
     }
-    cmd.env("POOLALLOC_TEST_SETTINGS_CHILD", "1");
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -50,7 +46,10 @@ fn run(env: &[(&str, &str)]) -> (String, String) {
         String::from_utf8_lossy(&stdout).into_owned(),
         String::from_utf8_lossy(&stderr).into_owned(),
     );
-    assert!(status.success(), "child failed: {status}\n{out}\n{err}");
+    assert!(
+        child::returned(&status),
+        "child failed: {status}\n{out}\n{err}"
+    );
     (out, err)
 }
 
@@ -74,9 +73,7 @@ fn warnings(err: &str) -> Vec<&str> {
 
 #[test]
 fn the_child() {
-    if std::env::var_os("POOLALLOC_TEST_SETTINGS_CHILD").is_some() {
-        child();
-    }
+    child::enter(|_| child());
 }
 
 #[test]

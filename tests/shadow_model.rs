@@ -1,12 +1,10 @@
-//! The shadow-model interpreter (tests/shadow) on seeded inputs and on every regression input the
-//! fuzzer ever found, against PoolAlloc called directly: on one thread, on two at once, and with
-//! the operations of one model spread over worker threads that come and go (`run_threaded`).
+//! The shadow-model interpreter (poolalloc-test-support's `shadow`) on seeded inputs and on every
+//! regression input the fuzzer ever found, against PoolAlloc called directly: on one thread, on two
+//! at once, and with the operations of one model spread over worker threads that come and go
+//! (`run_threaded`).
 
-#[path = "shadow/seed.rs"]
-mod seed;
-#[path = "shadow/mod.rs"]
-mod shadow;
-use seed::input;
+use poolalloc_test_support::seed::{self, input};
+use poolalloc_test_support::shadow;
 
 #[global_allocator]
 static GLOBAL: poolalloc::PoolAlloc = poolalloc::PoolAlloc::new();
@@ -62,11 +60,15 @@ fn threaded_seeded_inputs() {
 #[test]
 fn threaded_fuzz_regressions() {
     profiled();
-    seed::replay("threaded", |input| shadow::run_threaded(&P, input));
+    seed::replay(&seed::regressions("threaded"), |input| {
+        shadow::run_threaded(&P, input)
+    });
 }
 
 #[test]
 fn fuzz_regressions() {
     profiled();
-    seed::replay("global_alloc", |input| shadow::Shadow::new(&P).run(input));
+    seed::replay(&seed::regressions("global_alloc"), |input| {
+        shadow::Shadow::new(&P).run(input)
+    });
 }

@@ -145,9 +145,12 @@ fn totals_equal_what_was_allocated() {
     assert_eq!(trimmed.cached_bytes, 0, "{trimmed}");
 }
 
-#[path = "common/rss.rs"]
-mod rss;
-use rss::{rss, rss_not_the_programs};
+use poolalloc_test_support::rss;
+
+/// The process's resident set, as poolalloc reports it.
+fn rss() -> usize {
+    rss::bytes(poolalloc::stats().rss_bytes)
+}
 
 #[test]
 #[cfg_attr(
@@ -199,7 +202,7 @@ fn freeing_everything_returns_memory() {
         peak >> 10,
         after >> 10
     );
-    let skip_rss = rss_not_the_programs();
+    let skip_rss = rss::not_the_programs();
     if let Some(why) = &skip_rss {
         eprintln!("RSS assertions skipped: {why}");
     } else {

@@ -1,14 +1,13 @@
 //! Death tests of the `testing` feature: an allocation inside `forbid`, and an infallible allocation
 //! above the limit, must abort with a message naming the layout. Each case runs in a child process
-//! (this test binary re-run with POOLALLOC_TEST_TESTING_DEATH naming the case). Needs the `testing`
-//! feature.
+//! (this test binary re-run with POOLALLOC_TEST_CHILD naming the case: poolalloc-test-support's
+//! `child`). Needs the `testing` feature.
 #![cfg(feature = "testing")]
 
 use poolalloc::testing::{count, forbid, set_limit};
 use std::hint::black_box;
 
-#[path = "common/child.rs"]
-mod subprocess;
+use poolalloc_test_support::child::{self, Ending};
 
 #[global_allocator]
 static GLOBAL: poolalloc::PoolAlloc = poolalloc::PoolAlloc::new();
@@ -81,35 +80,21 @@ fn run_case(case: &str) {
     }
 }
 
-/// In a child: run the case named by the environment. In the parent: does nothing.
+/// In a child: run the case named by the environment (a case that returns is reported by the
+/// parent). In the parent: does nothing.
 #[test]
 fn child_entry() {
-    if let Ok(case) = std::env::var("POOLALLOC_TEST_TESTING_DEATH") {
-        run_case(&case);
-        // Not caught: exit with a distinctive code so the parent reports it.
-        std::process::exit(subprocess::RETURNED);
-    }
+    child::enter(run_case);
 }
 
 #[test]
 fn each_case_aborts_with_a_message_naming_the_layout() {
-    let mut failures = Vec::new();
-    for &(case, expect) in CASES {
-        let out = subprocess::this_binary()
-            .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
-            .env("POOLALLOC_TEST_TESTING_DEATH", case)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let aborted = subprocess::aborted(&out.status);
-        if !aborted || !stderr.contains(expect) {
-            failures.push(format!(
-                "{case}: status {:?}, expected an abort with {expect:?}, stderr:\n{stderr}",
-                out.status
-            ));
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    child::expect_each(
+        "child_entry",
+        CASES
+            .iter()
+            .map(|&(case, expect)| (case, Ending::Aborts, expect)),
+    );
 }
 
 /// Outside `forbid` the same allocations are fine, and a finished `forbid` leaves nothing armed.

@@ -6,22 +6,19 @@
 //! --nocapture` prints them).
 //!
 //! Limit cases change the whole process, so they run in a child process (this binary re-run with
-//! POOLALLOC_TEST_CASE naming the case), as do the cases that must abort.
-
-#[path = "shadow/collections.rs"]
-mod collections;
-#[path = "shadow/seed.rs"]
-mod seed;
+//! POOLALLOC_TEST_CHILD naming the case: poolalloc-test-support's `child`), as do the cases that
+//! must abort.
 
 use allocator_api2::vec::Vec as AVec;
 use hashbrown::{DefaultHashBuilder, HashMap};
 use poolalloc::PoolAlloc;
 use poolalloc::testing::{Counts, FailingAlloc, count, forbid, set_limit};
+use poolalloc_test_support::child::{self, Ending};
+use poolalloc_test_support::{collections, seed};
 use std::fmt::Write as _;
 use std::path::Path;
 
-#[path = "common/child.rs"]
-mod subprocess;
+poolalloc_test_support::failing_pool_alloc!(FailingPoolAlloc);
 
 #[global_allocator]
 static GLOBAL: PoolAlloc = PoolAlloc::new();
@@ -32,7 +29,7 @@ static GLOBAL: PoolAlloc = PoolAlloc::new();
 fn collections_model_on_seeded_inputs() {
     let n = if cfg!(debug_assertions) { 150 } else { 1500 };
     for seed in 0..n {
-        collections::run(&seed::input(seed, 1200));
+        collections::run::<FailingPoolAlloc>(&seed::input(seed, 1200));
     }
 }
 
@@ -40,15 +37,15 @@ fn collections_model_on_seeded_inputs() {
 /// which must not take the other tests down with it).
 #[test]
 fn collections_model_on_fuzz_regressions() {
-    run_in_child("replay_collections_regressions", false, "replayed");
+    run_in_child("replay_collections_regressions", "replayed");
 }
 
 fn replay_collections_regressions() {
-    let n = seed::replay("collections", |input| {
+    let n = seed::replay(&seed::regressions("collections"), |input| {
         // Several times: what an input does can depend on the slots earlier runs left behind
         // (the fuzzer runs inputs one after another in one process).
         for _ in 0..32 {
-            collections::run(input);
+            collections::run::<FailingPoolAlloc>(input);
         }
     });
     eprintln!("replayed {n} inputs");
@@ -226,28 +223,29 @@ fn serde_json_parse_counts_are_exact_and_leak_free() {
     );
 }
 
+/// Every `.rs` file under src/ (its folders included), by its path below src/, sorted.
 fn this_crates_sources() -> Vec<(String, String)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    // src/ is a folder per layer: walk it.
-    let mut files = Vec::new();
-    let mut dirs = vec![dir.clone()];
-    while let Some(d) = dirs.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
+    fn walk(dir: &Path, files: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap() {
             let p = e.unwrap().path();
             if p.is_dir() {
-                dirs.push(p);
+                walk(&p, files);
             } else if p.extension().is_some_and(|x| x == "rs") {
                 files.push(p);
             }
         }
     }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    walk(&dir, &mut files);
     files.sort();
     assert!(files.len() > 5, "sources not found in {}", dir.display());
     files
         .into_iter()
         .map(|p| {
             let text = std::fs::read_to_string(&p).unwrap();
-            (p.file_name().unwrap().to_string_lossy().into_owned(), text)
+            let name = p.strip_prefix(&dir).unwrap().to_string_lossy().into_owned();
+            (name, text)
         })
         .collect()
 }
@@ -358,20 +356,24 @@ fn calls_that_allocate_though_it_is_easy_to_think_they_do_not() {
 
 // ---- child processes: limits and aborts --------------------------------------------------------
 
-/// The cases run in a child: (case, true if it must abort, substring its stderr must contain).
-const CASES: &[(&str, bool, &str)] = &[
-    ("json_over_limit_aborts", true, "memory allocation of"),
+/// The cases run in a child: (case, how it must end, substring its stderr must contain).
+const CASES: &[(&str, Ending, &str)] = &[
+    (
+        "json_over_limit_aborts",
+        Ending::Aborts,
+        "memory allocation of",
+    ),
     (
         "json_skip_under_limit_succeeds",
-        false,
+        Ending::Returns,
         "skip under limit ok",
     ),
     (
         "try_reserve_over_limit_is_an_error",
-        false,
+        Ending::Returns,
         "try_reserve refused",
     ),
-    ("forbid_catches_a_stable_sort", true, "8000"),
+    ("forbid_catches_a_stable_sort", Ending::Aborts, "8000"),
 ];
 
 /// The live requested bytes of the process right now, as the limit counts them.
@@ -458,63 +460,28 @@ fn run_case(case: &str) {
 /// In a child: run the case named by the environment. In the parent: does nothing.
 #[test]
 fn child_entry() {
-    if let Ok(case) = std::env::var("POOLALLOC_TEST_CASE") {
-        run_case(&case);
-        std::process::exit(0);
-    }
+    child::enter(run_case);
 }
 
-/// Runs `case` in a child process; `Err` describes how it did not end as expected.
-fn child(case: &str, must_abort: bool, expect: &str) -> Result<String, String> {
-    let out = subprocess::this_binary()
-        .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
-        .env("POOLALLOC_TEST_CASE", case)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let ok = if must_abort {
-        subprocess::aborted(&out.status)
-    } else {
-        out.status.success()
-    };
-    match stderr.lines().find(|l| l.contains(expect)) {
-        Some(line) if ok => Ok(line.to_string()),
-        _ => Err(format!(
-            "{case}: status {:?}, expected {} with {expect:?} on stderr, stderr:\n{stderr}",
-            out.status,
-            if must_abort { "an abort" } else { "success" }
-        )),
-    }
-}
-
-fn run_in_child(case: &str, must_abort: bool, expect: &str) {
-    match child(case, must_abort, expect) {
-        Ok(line) => eprintln!("{case}: {line}"),
-        Err(e) => panic!("{e}"),
-    }
+/// Runs `case` in a child process, which must return and print `expect` on stderr.
+fn run_in_child(case: &str, expect: &str) {
+    child::expect_each("child_entry", [(case, Ending::Returns, expect)]);
 }
 
 /// `count` around a crate that works on other threads and keeps a global pool.
 #[test]
 fn rayon_under_count() {
-    run_in_child("rayon_first_and_second_use", false, "rayon first use");
+    run_in_child("rayon_first_and_second_use", "rayon first use");
 }
 
 /// The bug the fuzz target `collections` found in `hardened` (see the case's comment): fails with
 /// `--features testing,hardened` until it is fixed.
 #[test]
 fn shrinking_a_vec_into_an_8_byte_block_is_not_a_double_free() {
-    run_in_child("shrink_into_an_8_byte_block", false, "shrunk 100 times");
+    run_in_child("shrink_into_an_8_byte_block", "shrunk 100 times");
 }
 
 #[test]
 fn limit_and_abort_cases_in_child_processes() {
-    let mut failures = Vec::new();
-    for &(case, must_abort, expect) in CASES {
-        match child(case, must_abort, expect) {
-            Ok(line) => eprintln!("{case}: {line}"),
-            Err(e) => failures.push(e),
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    child::expect_each("child_entry", CASES.iter().copied());
 }

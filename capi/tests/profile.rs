@@ -8,9 +8,7 @@
 //! its own: the outer `cargo test` holds the usual one's lock). Linux only, as the library is.
 #![cfg(target_os = "linux")]
 
-#[path = "../../tests/common/pprof.rs"]
-mod pprof;
-
+use poolalloc_test_support::pprof;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,9 +1,10 @@
-//! Fuzz target: Pool<T> operations against a HashMap model, stale handles included (tests/shadow/pool.rs).
+//! Fuzz target: Pool<T> operations against a HashMap model, stale handles included
+//! (poolalloc-test-support's `pool`).
 #![no_main]
 
-#[path = "../../tests/shadow/pool.rs"]
-mod pool_model;
-
 use libfuzzer_sys::fuzz_target;
+use poolalloc_test_support::pool;
 
-fuzz_target!(|data: &[u8]| pool_model::run(data));
+poolalloc_test_support::pool_under_test!(PoolUnderTest);
+
+fuzz_target!(|data: &[u8]| pool::run::<PoolUnderTest>(data));

@@ -1,14 +1,12 @@
 //! Fuzz target: sequences of alloc / alloc_zeroed / realloc / dealloc on a `region::RegionAlloc`
 //! (hardened) over 1 MiB of memory, so out of memory happens, checked by the shadow model that
-//! `cargo test` also runs (tests/shadow, driven by tests/region_shadow.rs). The statistics must
+//! `cargo test` also runs (poolalloc-test-support's `shadow`, driven by tests/region_shadow.rs). The statistics must
 //! match the model after every operation, and every block must be merged back at the end.
 #![no_main]
 
-#[path = "../../tests/shadow/mod.rs"]
-mod shadow;
-
 use libfuzzer_sys::fuzz_target;
 use poolalloc::region::{Region, RegionAlloc};
+use poolalloc_test_support::shadow;
 
 const MEMORY: usize = 1 << 20;
 static mut MEMORY_FOR_ONE_INPUT: [u128; MEMORY / 16] = [0; MEMORY / 16];

@@ -4,10 +4,8 @@
 //! interpreter on seeded inputs and on every crash input saved in fuzz/regressions/threaded/.
 #![no_main]
 
-#[path = "../../tests/shadow/mod.rs"]
-mod shadow;
-
 use libfuzzer_sys::fuzz_target;
+use poolalloc_test_support::shadow;
 
 static P: poolalloc::PoolAlloc = poolalloc::PoolAlloc::new();
 

@@ -1,7 +1,8 @@
 //! The shadow model: an interpreter of alloc / alloc_zeroed / realloc / dealloc operations decoded
 //! from bytes, run on any `GlobalAlloc` and checked against a model of the live blocks. Shared by
-//! the cargo-fuzz target `global_alloc` and by `tests/shadow_model.rs` (seeded inputs), so every CI
-//! run exercises the same checks on stable.
+//! the cargo-fuzz targets `global_alloc` and `threaded` and by `tests/shadow_model.rs` (seeded
+//! inputs and the targets' saved regressions), so every CI run exercises the same checks on
+//! stable; `tests/heap.rs` runs it on a `Heap` ([`AsGlobal`]).
 //!
 //! Checked: alignment; no overlap with any live block; contents kept by realloc up to
 //! `min(old, new)`; zeroed memory really zero; every block's pattern intact when it is freed.
@@ -9,8 +10,10 @@
 //! and the fuzz target `region`) runs with [`Shadow::fallible`]: a null result is out of memory,
 //! the operation is dropped and the model stays as it was.
 
+use allocator_api2::alloc::Allocator;
 use std::alloc::{GlobalAlloc, Layout};
 use std::collections::BTreeMap;
+use std::ptr::NonNull;
 
 /// Live bytes the interpreter allows at once, so a fuzz input cannot ask for more than the machine.
 const LIVE_LIMIT: usize = 64 << 20;
@@ -111,7 +114,6 @@ impl<'a, A: GlobalAlloc> Shadow<'a, A> {
 
     /// A model of an allocator over bounded memory: a null block is out of memory, and the
     /// operation is dropped (a failed realloc keeps the old block, as `GlobalAlloc` says).
-    #[allow(dead_code)] // not every driver bounds its memory
     pub fn fallible(alloc: &'a A) -> Self {
         Shadow {
             fallible: true,
@@ -120,13 +122,11 @@ impl<'a, A: GlobalAlloc> Shadow<'a, A> {
     }
 
     /// The sizes of the live blocks, summed.
-    #[allow(dead_code)]
     pub fn live_bytes(&self) -> usize {
         self.live_bytes
     }
 
     /// The number of live blocks.
-    #[allow(dead_code)]
     pub fn live_blocks(&self) -> usize {
         self.live.len()
     }
@@ -179,7 +179,6 @@ impl<'a, A: GlobalAlloc> Shadow<'a, A> {
     }
 
     /// Runs the operations encoded in `data`, then frees everything.
-    #[allow(dead_code)] // the region driver runs `run_checked`
     pub fn run(&mut self, data: &[u8]) {
         self.run_checked(data, |_| {});
     }
@@ -334,7 +333,6 @@ impl Op {
 /// on another, and threads exit while others still hold their blocks (their chunks are abandoned
 /// and freed into). The driver waits for each operation, so a run is as deterministic as the
 /// single-threaded one and the model stays exact.
-#[allow(dead_code)] // not every driver runs threads
 pub fn run_threaded<A: GlobalAlloc + Sync>(alloc: &A, data: &[u8]) {
     use std::sync::Mutex;
     use std::sync::mpsc::{Receiver, Sender, channel};
@@ -395,4 +393,21 @@ pub fn run_threaded<A: GlobalAlloc + Sync>(alloc: &A, data: &[u8]) {
     });
     // Whatever is left is freed by this thread, which allocated none of it.
     shadow.into_inner().unwrap().free_all();
+}
+
+/// An `Allocator` (allocator-api2's: a `poolalloc::Heap`, a `RegionAlloc`) seen as a
+/// `GlobalAlloc`, for the model.
+pub struct AsGlobal<A>(pub A);
+
+// SAFETY: forwards to the Allocator methods, whose contract is GlobalAlloc's here.
+unsafe impl<A: Allocator> GlobalAlloc for AsGlobal<A> {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        self.0
+            .allocate(layout)
+            .map_or(std::ptr::null_mut(), |p| p.as_ptr().cast())
+    }
+    unsafe fn dealloc(&self, p: *mut u8, layout: Layout) {
+        // SAFETY: p came from alloc with layout (the caller's contract).
+        unsafe { self.0.deallocate(NonNull::new_unchecked(p), layout) }
+    }
 }

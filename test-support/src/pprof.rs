@@ -1,7 +1,7 @@
 //! A minimal reader of pprof's profile.proto, for the tests of the profiler (`tests/profile.rs`,
-//! `capi/tests/profile.rs`): the strings, functions, locations, samples and sample types, enough
-//! to total a sample type over the stacks that pass through a function.
-#![allow(dead_code)]
+//! `tests/profile_on_demand.rs`, `capi/tests/profile.rs`) and `examples/profile_markdown.rs`: the
+//! strings, functions, locations, samples and sample types, enough to total a sample type over the
+//! stacks that pass through a function.
 
 use std::collections::HashMap;
 
@@ -78,6 +78,7 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// Reads an uncompressed profile.
 pub fn parse(bytes: &[u8]) -> Profile {
     let mut p = Profile::default();
     let mut r = Reader(bytes);
@@ -162,5 +163,68 @@ impl Profile {
             })
             .map(|(_, v)| v[i] as f64)
             .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse;
+
+    fn varint(mut v: u64, out: &mut Vec<u8>) {
+        while v >= 0x80 {
+            out.push(v as u8 | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+    }
+    fn int(field: u64, v: u64, out: &mut Vec<u8>) {
+        varint(field << 3, out);
+        varint(v, out);
+    }
+    fn bytes(field: u64, b: &[u8], out: &mut Vec<u8>) {
+        varint(field << 3 | 2, out);
+        varint(b.len() as u64, out);
+        out.extend_from_slice(b);
+    }
+    fn message(f: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+        let mut m = Vec::new();
+        f(&mut m);
+        m
+    }
+
+    /// A profile with one sample type and two stacks: the total follows the function names.
+    #[test]
+    fn totals_a_sample_type_over_the_stacks_through_a_function() {
+        let mut p = Vec::new();
+        bytes(1, &message(|m| int(1, 1, m)), &mut p); // sample type "alloc_space"
+        for (loc, value) in [(1u64, 10u64), (2, 300)] {
+            let sample = message(|m| {
+                bytes(1, &message(|l| varint(loc, l)), m);
+                bytes(2, &message(|v| varint(value, v)), m);
+            });
+            bytes(2, &sample, &mut p);
+        }
+        for (id, function) in [(1u64, 1u64), (2, 2)] {
+            // A location with one line in `function`; the function named by string `function + 1`.
+            let line = message(|l| int(1, function, l));
+            let location = message(|m| {
+                int(1, id, m);
+                bytes(4, &line, m);
+            });
+            let named = message(|m| {
+                int(1, function, m);
+                int(2, function + 1, m);
+            });
+            bytes(4, &location, &mut p);
+            bytes(5, &named, &mut p);
+        }
+        for s in ["", "alloc_space", "site_a", "site_b"] {
+            bytes(6, s.as_bytes(), &mut p);
+        }
+        let profile = parse(&p);
+        assert_eq!(profile.index_of("alloc_space"), 0);
+        assert_eq!(profile.total("site_a", "alloc_space"), 10.0);
+        assert_eq!(profile.total("site_b", "alloc_space"), 300.0);
+        assert_eq!(profile.total("site_", "alloc_space"), 310.0);
     }
 }

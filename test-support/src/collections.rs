@@ -13,29 +13,100 @@
 //! - contents always equal the model's;
 //! - run inside `poolalloc::testing::count`: once the containers are dropped, no block is left
 //!   (`live_blocks == 0`), whatever the schedule refused on the way.
+//!
+//! The model reaches `FailingAlloc<PoolAlloc>` and `count` through [`Scheduled`] (this crate does
+//! not link poolalloc); the test or fuzz target that runs it implements it with
+//! [`failing_pool_alloc!`](crate::failing_pool_alloc) (it needs poolalloc's `testing` feature):
+//!
+//! ```ignore
+//! poolalloc_test_support::failing_pool_alloc!(FailingPoolAlloc);
+//! poolalloc_test_support::collections::run::<FailingPoolAlloc>(data);
+//! ```
 
+use allocator_api2::alloc::Allocator;
 use allocator_api2::collections::TryReserveErrorKind;
 use allocator_api2::vec::Vec as AVec;
 use hashbrown::{DefaultHashBuilder, HashMap};
-use poolalloc::PoolAlloc;
-use poolalloc::testing::{FailingAlloc, count};
 use std::collections::BTreeMap;
 
 /// The longest failure schedule an input gives, in bytes (8 allocations per byte).
 const MAX_PATTERN: usize = 32;
 
-type Fa = FailingAlloc<PoolAlloc>;
-type Value<'a> = AVec<u8, &'a Fa>;
-type Map<'a> = HashMap<u16, Value<'a>, DefaultHashBuilder, &'a Fa>;
+/// What `poolalloc::testing::count` counted, the figures the model checks.
+#[derive(Clone, Copy, Debug)]
+pub struct Counts {
+    pub allocations: usize,
+    pub reallocations: usize,
+    pub frees: usize,
+    pub live_blocks: usize,
+}
+
+/// The allocator under the collections (`poolalloc::testing::FailingAlloc` over a `PoolAlloc`)
+/// and the count around them (`poolalloc::testing::count`).
+pub trait Scheduled: Sized {
+    /// The allocator the collections are built on.
+    type Alloc: Allocator;
+    /// A fresh allocator that refuses the allocations `pattern` schedules (`fail_pattern`).
+    fn with_schedule(pattern: &[u8]) -> Self;
+    fn allocator(&self) -> &Self::Alloc;
+    /// The allocations asked of it, refused ones included.
+    fn allocations(&self) -> usize;
+    /// The allocations it refused.
+    fn failures(&self) -> usize;
+    /// `f` run under `count`.
+    fn count(f: impl FnOnce()) -> Counts;
+}
+
+/// `$name`: `poolalloc::testing::FailingAlloc<poolalloc::PoolAlloc>` as a [`Scheduled`], for the
+/// test or fuzz target that expands it (where `poolalloc` is linked with the `testing` feature).
+#[macro_export]
+macro_rules! failing_pool_alloc {
+    ($name:ident) => {
+        /// `FailingAlloc<PoolAlloc>` under the collections model
+        /// (`poolalloc_test_support::collections`).
+        struct $name(::poolalloc::testing::FailingAlloc<::poolalloc::PoolAlloc>);
+
+        impl $crate::collections::Scheduled for $name {
+            type Alloc = ::poolalloc::testing::FailingAlloc<::poolalloc::PoolAlloc>;
+            fn with_schedule(pattern: &[u8]) -> Self {
+                $name(
+                    ::poolalloc::testing::FailingAlloc::new(::poolalloc::PoolAlloc::new())
+                        .fail_pattern(pattern),
+                )
+            }
+            fn allocator(&self) -> &Self::Alloc {
+                &self.0
+            }
+            fn allocations(&self) -> usize {
+                self.0.allocations()
+            }
+            fn failures(&self) -> usize {
+                self.0.failures()
+            }
+            fn count(f: impl FnOnce()) -> $crate::collections::Counts {
+                let ((), c) = ::poolalloc::testing::count(f);
+                $crate::collections::Counts {
+                    allocations: c.allocations,
+                    reallocations: c.reallocations,
+                    frees: c.frees,
+                    live_blocks: c.live_blocks,
+                }
+            }
+        }
+    };
+}
+
+type Value<'a, S> = AVec<u8, &'a <S as Scheduled>::Alloc>;
+type Map<'a, S> = HashMap<u16, Value<'a, S>, DefaultHashBuilder, &'a <S as Scheduled>::Alloc>;
 
 /// Runs the input: byte 0 gives the schedule's length (modulo 33), the schedule follows, then the
 /// operations. Panics on the first disagreement with the model or on a leak.
-pub fn run(data: &[u8]) {
+pub fn run<S: Scheduled>(data: &[u8]) {
     let (len, rest) = data.split_first().map_or((0, data), |(&b, r)| (b, r));
     let len = (usize::from(len) % (MAX_PATTERN + 1)).min(rest.len());
     let (pattern, ops) = rest.split_at(len);
-    let fa = FailingAlloc::new(PoolAlloc::new()).fail_pattern(pattern);
-    let ((), counts) = count(|| Session::new(&fa).run(ops));
+    let fa = S::with_schedule(pattern);
+    let counts = S::count(|| Session::new(&fa).run(ops));
     assert_eq!(
         counts.live_blocks, 0,
         "blocks left after the containers were dropped (schedule {pattern:?}): {counts:?}"
@@ -72,29 +143,29 @@ impl Ops<'_> {
 }
 
 /// Runs `f` and asserts it asked `fa` for nothing.
-fn no_allocation<R>(fa: &Fa, what: &str, f: impl FnOnce() -> R) -> R {
+fn no_allocation<S: Scheduled, R>(fa: &S, what: &str, f: impl FnOnce() -> R) -> R {
     let before = fa.allocations();
     let r = f();
     assert_eq!(fa.allocations(), before, "{what} allocated");
     r
 }
 
-struct Session<'a> {
-    fa: &'a Fa,
-    vec: AVec<u32, &'a Fa>,
+struct Session<'a, S: Scheduled> {
+    fa: &'a S,
+    vec: AVec<u32, &'a S::Alloc>,
     vec_model: Vec<u32>,
-    map: Map<'a>,
+    map: Map<'a, S>,
     map_model: BTreeMap<u16, Vec<u8>>,
     next: u32,
 }
 
-impl<'a> Session<'a> {
-    fn new(fa: &'a Fa) -> Self {
+impl<'a, S: Scheduled> Session<'a, S> {
+    fn new(fa: &'a S) -> Self {
         Session {
             fa,
-            vec: AVec::new_in(fa),
+            vec: AVec::new_in(fa.allocator()),
             vec_model: Vec::new(),
-            map: HashMap::with_hasher_in(DefaultHashBuilder::default(), fa),
+            map: HashMap::with_hasher_in(DefaultHashBuilder::default(), fa.allocator()),
             map_model: BTreeMap::new(),
             next: 0,
         }
@@ -234,7 +305,7 @@ impl<'a> Session<'a> {
                 // makes room for it (it may be refused), then the insertion cannot allocate.
                 let key = u16::from(ops.byte()?) % 64 * 4;
                 let n = ops.amount()?;
-                let mut value: Value<'a> = AVec::new_in(self.fa);
+                let mut value: Value<'a, S> = AVec::new_in(self.fa.allocator());
                 if value.try_reserve_exact(n).is_err() {
                     assert_eq!(value.capacity(), 0);
                     return Some(());
@@ -287,11 +358,12 @@ impl<'a> Session<'a> {
                 }
                 2 => {
                     // Drop a container whole and start over.
-                    self.vec = AVec::new_in(self.fa);
+                    self.vec = AVec::new_in(self.fa.allocator());
                     self.vec_model.clear();
                 }
                 _ => {
-                    self.map = HashMap::with_hasher_in(DefaultHashBuilder::default(), self.fa);
+                    self.map =
+                        HashMap::with_hasher_in(DefaultHashBuilder::default(), self.fa.allocator());
                     self.map_model.clear();
                 }
             },
