@@ -19,7 +19,7 @@ use core::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
 
 /// Frames kept per stack (the innermost ones).
 pub const MAX_FRAMES: usize = 48;
-/// log2 of the stack table's slots (at most 3/4 used).
+/// log2 of the stack table's entries (at most 3/4 used).
 const STACK_BITS: u32 = 15;
 /// log2 of the filter's buckets.
 const FILTER_BITS: u32 = 15;
@@ -30,7 +30,7 @@ pub struct Record {
     pub size: usize,
     /// Blocks of this size this one stands for (1 / the probability it was sampled).
     pub weight: f64,
-    /// Its slot in the stack table.
+    /// Its entry in the stack table.
     pub stack: u32,
 }
 
@@ -42,7 +42,7 @@ struct Sampled {
     stack: u32,
 }
 
-/// A distinct stack. `depth == 0`: an empty slot.
+/// A distinct stack. `depth == 0`: an empty entry.
 #[derive(Clone, Copy)]
 #[repr(C)]
 pub struct Stack {
@@ -120,14 +120,14 @@ impl Tables {
             if s.is_null() {
                 return false;
             }
-            // Zeroed memory is a table of empty slots (depth 0).
+            // Zeroed memory is a table of empty entries (depth 0).
             self.stacks = s.cast();
         }
         true
     }
 
-    /// The slot of `frames` in the stack table (found or added), or None when it is full.
-    fn stack_slot(&mut self, frames: &[usize]) -> Option<u32> {
+    /// The entry of `frames` in the stack table (found or added), or None when it is full.
+    fn stack_entry(&mut self, frames: &[usize]) -> Option<u32> {
         let h = stack_hash(frames);
         let mask = (1usize << STACK_BITS) - 1;
         let mut i = (h as usize) & mask;
@@ -161,11 +161,11 @@ pub fn insert(addr: usize, size: usize, weight: f64, frames: &[usize]) {
         t.dropped += 1;
         return;
     }
-    let Some(stack) = t.stack_slot(frames) else {
+    let Some(stack) = t.stack_entry(frames) else {
         t.dropped += 1;
         return;
     };
-    // SAFETY: stack is a slot of the mapped stack table, under the lock.
+    // SAFETY: stack is an entry of the mapped stack table, under the lock.
     unsafe {
         let s = &mut *t.stacks.add(stack as usize);
         s.alloc_objects += weight;
@@ -200,7 +200,7 @@ pub fn live_bytes() -> f64 {
     TABLES.lock().live_bytes.max(0.0)
 }
 
-/// A copy of the tables for a dump: the live records, the stacks (by slot), samples dropped.
+/// A copy of the tables for a dump: the live records, the stacks (by entry), samples dropped.
 pub struct Snapshot {
     pub records: Vec<Record>,
     pub stacks: Vec<(u32, Stack)>,
