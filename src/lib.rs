@@ -18,8 +18,8 @@
 //! - **slot**: one block of a size class inside a chunk, handed out whole; a free slot links to
 //!   the next free one through its first word. (A typed [`Pool`]'s entries are *slots of the
 //!   pool*, [`GROUP_SLOTS`] to a group: always said with the pool. A thread's heap pointer lives in
-//!   its *TLS word*, and the block tables and the span cache hold *entries*: none is called a
-//!   slot.)
+//!   its *TLS word*; the block tables, the span cache and the profiler's stack table hold
+//!   *entries*: none is called a slot.)
 //! - **chunk**: [`CHUNK_SIZE`] (256 KiB) aligned to its size, holding the slots of one class and,
 //!   in its last 192 bytes, the **chunk header** (`Chunk` in `chunks/chunk.rs`, whose fields
 //!   state the invariants). A slot's chunk is found by masking its address. Chunks come from the
