@@ -7,42 +7,76 @@
 //!
 //! # Words
 //!
-//! - **size class**: one of 44 slot sizes from 8 B to 32 KiB ([`size_class`](crate) module docs give
-//!   the table and its waste bound). A request is served by the smallest class that fits its size
-//!   and alignment.
-//! - **slot**: one fixed-size block of a class; a free slot links to the next free one through its
-//!   first word.
-//! - **chunk**: a 256 KiB region aligned to its size, holding slots of one class and, in its last
-//!   192 bytes, a header. A slot's chunk is found by masking its address.
-//! - **heap**: per thread, one pool per class: the chunks the thread owns. The fast path pops and
-//!   pushes a chunk's free lists with no lock and no atomic.
-//! - **remote free**: a free by a thread other than the chunk's owner: one atomic push onto the
-//!   chunk's remote-free list, which the owner takes whole with one swap when it needs slots.
-//! - **abandoned chunk**: a chunk with live blocks whose owning thread exited; another thread of
-//!   the class adopts it, or the purger gives it back once its blocks are freed.
+//! Each word below means one thing, here and in the code, the statistics and `docs/`. The path a
+//! request takes through them, in one diagram: `docs/how-it-works.md` in the repository; the
+//! layer folders, the lock order and the known traps: `DESIGN.md`; the chunk invariants: on
+//! the fields of the chunk header (`src/chunks/chunk.rs`).
+//!
+//! - **size class**: one of 44 slot sizes from 8 B to 32 KiB (`base/size_class.rs` gives the
+//!   table and its waste bound). A request is served by the smallest class that fits its size and
+//!   alignment; [`class_sizes`] lists them.
+//! - **slot**: one block of a size class inside a chunk, handed out whole; a free slot links to
+//!   the next free one through its first word. (A typed [`Pool`]'s entries are *slots of the
+//!   pool*, [`GROUP_SLOTS`] to a group: always said with the pool. A thread's heap pointer lives in
+//!   its *TLS word*; the block tables, the span cache and the profiler's stack table hold
+//!   *entries*: none is called a slot.)
+//! - **chunk**: [`CHUNK_SIZE`] (256 KiB) aligned to its size, holding the slots of one class and,
+//!   in its last 192 bytes, the **chunk header** (`Chunk` in `chunks/chunk.rs`, whose fields
+//!   state the invariants). A slot's chunk is found by masking its address. Chunks come from the
+//!   OS in **chunk regions** of 16 (4 MiB; one chunk where the OS cannot unmap part of a
+//!   mapping), which have nothing to do with [`region`] (allocation over memory the program
+//!   gives).
+//! - **carve**: to link never-used slots of a chunk onto its free list, at most 4 KiB of them at a
+//!   time, so untouched memory stays out of RSS. 4 KiB is a fixed byte count, not the **OS page**,
+//!   which is 4 KiB to 64 KiB depending on the system and is read at run time.
+//! - **heap**: per thread, the chunks the thread owns, in one **bin** per class: the *current*
+//!   chunk the fast path pops from, the *avail* list (chunks with free slots) and the *full* list.
+//!   The fast paths take no lock and make no atomic read-modify-write. A [`Heap`] of your own is a
+//!   heap no thread names, behind a lock.
+//! - **pool**: the slots of one size class, over every chunk and thread ("one pool per size
+//!   class"); inside one heap the same is a bin. A typed pool ([`Pool`]) is always written with
+//!   its type.
+//! - **remote free**: a free by a thread other than the chunk's owner. It joins the freeing
+//!   thread's **batch** for the class (one destination chunk per class, no atomic), and the batch
+//!   goes onto the chunk's **remote-free list** with one compare-and-swap; the owner **collects**
+//!   the whole list with one swap when it needs slots. "Batch" means only this.
+//! - **cached slot**: a slot freed by a remote free and not yet collected by its chunk's owner (in
+//!   a batch or on a remote-free list). It still counts in its chunk's `used`; statistics call it
+//!   `cached_slots` and `cached_bytes` (the table's `cached` column). "Cached" alone means only
+//!   this: the spans that wait for reuse are the **span cache**, whose places are *entries*.
+//! - **supplied**: slots the slow path puts on a current chunk's free list for the fast path to hand
+//!   out; [`Stats::allocations`] counts small blocks as supplied slots.
+//! - **abandoned chunk**: a chunk with live slots whose owning thread exited; a heap that needs a
+//!   chunk of its class **adopts** it, or the purger gives it back once its slots are freed.
+//! - **chunk source** (`memory/source.rs`): where chunks come from and go when no heap owns them:
+//!   **retained** empty chunks (every empty chunk the source holds for a class, the first
+//!   [`retained_chunks`] of them kept past the purge delay), abandoned chunks, **spares** (purged
+//!   chunks kept mapped) and chunk regions.
+//! - **purge**: to give a range's pages back to the OS but keep it mapped (`madvise` on Linux); the
+//!   **purger** is the background thread that purges retained chunks after the purge delay, reaps
+//!   abandoned chunks and trims the system allocator.
 //! - **large block**: a request above 32 KiB or aligned above what a class gives, served by the
-//!   system allocator (by `PoolAlloc`), or by a mapping of its own, a *span* (by [`raw`], the
-//!   size-less interface behind the C library `poolalloc-c`, which replaces `malloc` itself).
-//!
-//! # A request's path
-//!
-//! ```text
-//! alloc(layout) ─ class_of(size, align) ─┬─ class c ─▶ heap[c].current ── pop free ──▶ slot
-//!                                        │                 │ empty
-//!                                        │                 ▼
-//!                                        │     local frees, remote frees (one swap), carve a page;
-//!                                        │     next chunk of the heap; adopt an abandoned chunk;
-//!                                        │     chunk source (empty of the class, empty of another
-//!                                        │     class, purged spare, mmap)
-//!                                        └─ none ────▶ System (malloc / posix_memalign)
-//! ```
-//!
-//! The design, its invariants and its lock order: `DESIGN.md` in the repository.
+//!   system allocator (by `PoolAlloc`, on most platforms), or by a **span**: a mapping of its own,
+//!   a header then the block (by [`raw`], the size-less interface behind the C library
+//!   `poolalloc-c`, which replaces `malloc` itself, and by `PoolAlloc` where [`LargeBlocks`] says).
+//! - **granule**: a [`CHUNK_SIZE`]-aligned 256 KiB piece of the address space.
+//! - **address map** (`chunks/addr_map.rs`): one byte per granule saying whether it is one of our
+//!   chunks, part of one of our spans, or **foreign** (not ours): how a pointer with no size is
+//!   recognised. Not to be confused with a **block table** (`base/block_table.rs`): a hash table
+//!   from block addresses to small values (`hardened`'s live large blocks, the `testing` counts,
+//!   the profiler's records).
+//! - **Om**: the C++ scripting engine this project grew from; its `object_pool<T>` and the
+//!   `enlarge()` that carves a new group of slots are where the pools and [`Pool`] come from.
+//!   **GTA**: the *Grand Theft Auto* engines, whose entity pools keep a generation (a "seed") per
+//!   slot of the pool, as [`Handle`] does.
 //!
 //! # Features
 //!
 //! - `hardened`: checks that detect misuse (double free, invalid pointer, size mismatch, corrupted
-//!   free lists) and abort with a message naming it.
+//!   free lists) and abort with a message naming it: the checks that catch the most per cost.
+//! - `hardened-full`: every check of `hardened` plus the costly ones (freed small blocks poisoned
+//!   and checked when handed out again, freed spans kept read-only while they wait);
+//!   `docs/hardening.md` gives each level's catalogue and cost.
 //! - `testing`: the hooks of [`testing`] (`set_limit`, `count`, `forbid`).
 //! - `profiling`: the sampling heap profiler (`profile`: live and cumulative bytes by call stack,
 //!   written as pprof; `POOLALLOC_PROF`). See `docs/profiling.md`.
@@ -53,10 +87,11 @@
 //! - `raw`: the size-less interface (`poolalloc::raw`: free, usable size and realloc by address
 //!   alone) that the C library `poolalloc-c` exports as `malloc` & co. (a Rust user does not need it).
 //!
-//! The first three change the allocator of the **whole process**, not only the crate that turns them on, and
-//! cargo unifies features across a build: a library that enables one (even as a dev-dependency of
-//! a test) enables it for every binary of the build that uses `PoolAlloc`. Turn them on in the
-//! binary's own `Cargo.toml`; a library should leave them to its users.
+//! `hardened`, `hardened-full`, `testing` and `profiling` change the allocator of the **whole
+//! process**, not only the crate that turns them on, and cargo unifies features across a build: a
+//! library that enables one (even as a dev-dependency of a test) enables it for every binary of
+//! the build that uses `PoolAlloc`. Turn them on in the binary's own `Cargo.toml`; a library
+//! should leave them to its users.
 //!
 //! # Platforms
 //!

@@ -51,7 +51,7 @@ unsafe impl GlobalAlloc for PoolAlloc {
             return unsafe { self.watched_alloc(layout, false) };
         }
         // SAFETY: forwarded contract.
-        unsafe { self.raw_alloc(layout) }
+        unsafe { self.plain_alloc(layout) }
     }
 
     #[inline]
@@ -61,7 +61,7 @@ unsafe impl GlobalAlloc for PoolAlloc {
             return unsafe { self.watched_dealloc(ptr, layout) };
         }
         // SAFETY: forwarded contract.
-        unsafe { self.raw_dealloc(ptr, layout) }
+        unsafe { self.plain_dealloc(ptr, layout) }
     }
 
     #[inline]
@@ -71,7 +71,7 @@ unsafe impl GlobalAlloc for PoolAlloc {
             return unsafe { self.watched_alloc(layout, true) };
         }
         // SAFETY: forwarded contract.
-        unsafe { self.raw_alloc_zeroed(layout) }
+        unsafe { self.plain_alloc_zeroed(layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
@@ -80,12 +80,12 @@ unsafe impl GlobalAlloc for PoolAlloc {
                 return ptr::null_mut();
             }
             // SAFETY: forwarded contract.
-            let q = unsafe { self.raw_realloc(ptr, layout, new_size) };
+            let q = unsafe { self.plain_realloc(ptr, layout, new_size) };
             checks::after_realloc(ptr, layout, new_size, q);
             return q;
         }
         // SAFETY: forwarded contract.
-        unsafe { self.raw_realloc(ptr, layout, new_size) }
+        unsafe { self.plain_realloc(ptr, layout, new_size) }
     }
 }
 
@@ -101,9 +101,9 @@ impl PoolAlloc {
         // SAFETY: forwarded contract.
         let p = unsafe {
             if zeroed {
-                self.raw_alloc_zeroed(layout)
+                self.plain_alloc_zeroed(layout)
             } else {
-                self.raw_alloc(layout)
+                self.plain_alloc(layout)
             }
         };
         checks::after_alloc(p, layout);
@@ -115,7 +115,7 @@ impl PoolAlloc {
     unsafe fn watched_dealloc(&self, ptr: *mut u8, layout: Layout) {
         checks::before_free(ptr, layout);
         // SAFETY: forwarded contract.
-        unsafe { self.raw_dealloc(ptr, layout) }
+        unsafe { self.plain_dealloc(ptr, layout) }
     }
 }
 

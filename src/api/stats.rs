@@ -11,8 +11,9 @@ use crate::{memory::source, memory::span, thread::heap};
 use core::fmt;
 
 /// Counters of one size class. Slots of a class's chunks are either `live` (held by the program),
-/// `cached` (freed by a thread other than the chunk's owner, waiting on the chunk's remote-free list
-/// for the owner to collect) or `free` (on their chunk's free lists, or never used).
+/// `cached` (freed by a thread other than the chunk's owner, in that thread's batch or on the
+/// chunk's remote-free list, for the owner to collect) or `free` (on their chunk's free lists, or
+/// never used).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ClassStats {
@@ -22,7 +23,8 @@ pub struct ClassStats {
     pub chunks: usize,
     /// Slots holding live blocks.
     pub live_slots: usize,
-    /// Freed slots waiting on remote-free lists for their chunk's owner.
+    /// Cached slots: freed by other threads, waiting in batches or on remote-free lists for their
+    /// chunk's owner to collect them.
     pub cached_slots: usize,
     /// Free slots in their chunks (including never-used ones).
     pub free_slots: usize,
@@ -31,7 +33,8 @@ pub struct ClassStats {
     /// Sum of `Layout::size()` of the live blocks: `live_slots × slot_size - requested_bytes` is the
     /// exact internal waste.
     pub requested_bytes: usize,
-    /// Empty chunks kept for reuse.
+    /// Retained empty chunks: the class's empty chunks the chunk source holds (the first
+    /// [`retained_chunks`](crate::retained_chunks) kept, the others waiting for the purge delay).
     pub retained_chunks: usize,
     /// Chunks whose owning thread exited while they held live blocks, not yet adopted.
     pub abandoned_chunks: usize,
@@ -88,7 +91,7 @@ pub struct Stats {
     /// came from the size-less interface (the C library's `malloc`, whose `free` carries no size):
     /// its requested size is not kept, so the table prints `n/a` and the JSON `null` for it.
     pub requested_known: bool,
-    /// Bytes of freed slots waiting on remote-free lists.
+    /// Bytes of the cached slots (see [`ClassStats::cached_slots`]).
     pub cached_bytes: usize,
     /// Large blocks (served by the system allocator) currently live.
     pub large_blocks: usize,
@@ -98,9 +101,9 @@ pub struct Stats {
     pub rss_bytes: Option<usize>,
     /// Blocks allocated since start (cumulative, never decreasing). Large blocks are counted
     /// exactly, as they are allocated (a `realloc` that moves or resizes one counts one more).
-    /// Small blocks are counted, at no cost to the fast path, when the slow path hands a batch
-    /// of free slots to a thread's fast path (puts them on its current chunk's free list, which
-    /// the fast path pops): a slot is counted when supplied, before the program takes it. So the
+    /// Small blocks are counted, at no cost to the fast path, when the slow path supplies free
+    /// slots to a thread's fast path (puts them on its current chunk's free list, which the fast
+    /// path pops): a slot is counted when supplied, before the program takes it. So the
     /// figure is never below the exact count, and above it by the slots waiting on the threads'
     /// current free lists at the snapshot (plus those a thread still had there when it exited,
     /// which the thread that adopts the chunk counts again).
@@ -108,7 +111,7 @@ pub struct Stats {
     /// Blocks freed since start: `allocations` minus the blocks live now (small and large), with
     /// the same approximation as `allocations`, and never less than in an earlier snapshot (a
     /// counter must not step back; `allocations` minus live blocks does when a thread takes slots
-    /// from a batch already counted). So `allocations - frees` is at least the live blocks, and
+    /// already counted as supplied). So `allocations - frees` is at least the live blocks, and
     /// equal to them unless such a step was held back.
     pub frees: usize,
     /// Bytes allocated since start: slot bytes of the small allocations counted in
@@ -182,14 +185,14 @@ fn gather(s: &mut Stats) {
     for (c, t) in threads.iter().enumerate() {
         let src = source::counts(c);
         let (size, cap) = (size_class::CLASS_SIZE[c], chunk::capacity_of(c));
-        // `used` counts live slots and remote frees not yet collected (chunk.rs invariant 2).
+        // `used` counts live slots and cached slots (see `Chunk::used`).
         let held = t.used + src.abandoned_used;
-        let live = held.wrapping_sub(t.pending);
+        let live = held.wrapping_sub(t.cached);
         let cs = ClassStats {
             slot_size: size,
             chunks: src.chunks,
             live_slots: clamp(live),
-            cached_slots: clamp(t.pending),
+            cached_slots: clamp(t.cached),
             free_slots: (src.chunks * cap).saturating_sub(held),
             reserved_bytes: src.chunks * CHUNK_SIZE,
             requested_bytes: t.requested + src.abandoned_requested,
@@ -361,17 +364,17 @@ impl fmt::Display for Stats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "{:>6} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>6} {:>4}",
+            "{:>6} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>6} {:>8}",
             "slot",
             "chunks",
             "reserved",
             "live",
             "requested",
             "waste",
-            "remote",
+            "cached",
             "free",
             "util%",
-            "kept"
+            "retained"
         )?;
         // Requested sizes, waste and utilisation only where they are known (see `requested_known`).
         let known = |b: usize| Known(self.requested_known.then_some(b));
@@ -384,7 +387,7 @@ impl fmt::Display for Stats {
             let util = UtilText(self.requested_known.then_some(util));
             writeln!(
                 f,
-                "{:>6} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>6} {:>4}",
+                "{:>6} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>6} {:>8}",
                 c.slot_size,
                 c.chunks,
                 Bytes(c.reserved_bytes),
@@ -399,7 +402,7 @@ impl fmt::Display for Stats {
         }
         writeln!(
             f,
-            "small: {} chunks, {} reserved, {} live ({} requested), {} freed remotely, not yet collected",
+            "small: {} chunks, {} reserved, {} live ({} requested), {} cached (freed by other threads, not yet collected)",
             self.chunks,
             Bytes(self.reserved_bytes),
             Bytes(self.live_bytes),

@@ -1,12 +1,12 @@
 //! The foundations: the size classes, and the allocator's own small services on top of the OS
-//! layer: the lock, the address table, settings, text on the stack, the fatal exit, the purger's
+//! layer: the lock, the block table, settings, text on the stack, the fatal exit, the purger's
 //! thread. Nothing here knows a chunk or a heap.
 
 #[cfg(all(
     feature = "std",
     any(feature = "hardened", feature = "testing", feature = "profiling")
 ))]
-pub(crate) mod addr_table;
+pub(crate) mod block_table;
 #[cfg(all(feature = "std", poolalloc_pools))]
 pub(crate) mod class_set;
 #[cfg(all(feature = "std", any(feature = "hardened", feature = "testing")))]

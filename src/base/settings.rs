@@ -5,7 +5,7 @@
 //! | variable | setting | default |
 //! |---|---|---|
 //! | `POOLALLOC_PURGE_DELAY_MS` | how long an empty chunk (beyond the retained ones) or a freed span waits before it goes back to the OS, and how long after the last large block freed to the system allocator it is trimmed; 0: at once, and no purger thread (nor trim) | 250 |
-//! | `POOLALLOC_RETAINED_CHUNKS` | empty chunks each size class keeps | 1 |
+//! | `POOLALLOC_RETAINED_CHUNKS` | empty chunks each size class keeps past the purge delay | 1 |
 //! | `POOLALLOC_SHOW_STATS` | `1`: print `stats()` to stderr when the process exits | 0 |
 //! | `POOLALLOC_VERBOSE` | `1`: print the settings when they are read, and anomalies (the purger cannot start, the OS refused memory) | 0 |
 //! | `POOLALLOC_PROF` | a path prefix: start the sampling profiler at start-up and write `<prefix>.<pid>.pb.gz` (pprof) at exit (feature `profiling`) | none |
@@ -200,7 +200,8 @@ pub fn set_retained_chunks(n: usize) {
     RETAINED_CHUNKS.set(n);
 }
 
-/// The number of empty chunks each size class keeps (see [`set_retained_chunks`]).
+/// The number of empty chunks each size class keeps past the purge delay (see
+/// [`set_retained_chunks`]); the others it retains wait for the delay.
 pub fn retained_chunks() -> usize {
     RETAINED_CHUNKS.get()
 }

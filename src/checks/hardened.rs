@@ -28,7 +28,7 @@ pub use imp::*;
 
 #[cfg(feature = "hardened")]
 mod imp {
-    use crate::base::addr_table::AddrTable;
+    use crate::base::block_table::BlockTable;
     use crate::base::lock::Lock;
     use crate::chunks::chunk::{self, FreeSlot};
     use crate::chunks::link::{self, POISON, POISON_BYTES, decode, tag};
@@ -508,13 +508,13 @@ mod imp {
     // --- live large blocks ------------------------------------------------------------------------------
 
     /// The live large blocks' addresses.
-    static LARGE: Lock<AddrTable<()>> = Lock::new(AddrTable::new());
+    static LARGE: Lock<BlockTable<()>> = Lock::new(BlockTable::new());
 
     pub fn on_large_alloc(p: *mut u8) {
         remember_large(&mut LARGE.lock(), p);
     }
 
-    fn remember_large(set: &mut AddrTable<()>, p: *mut u8) {
+    fn remember_large(set: &mut BlockTable<()>, p: *mut u8) {
         if let Err(e) = set.insert(p as usize, ()) {
             fatal(format_args!(
                 "cannot map {} bytes for the table of live large blocks",

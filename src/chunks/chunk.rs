@@ -1,5 +1,5 @@
-//! A chunk: a [`CHUNK_SIZE`]-aligned region of equal slots of one size class, owned by one thread's
-//! heap at a time, with its header in the last [`HEADER_SIZE`] (192) bytes.
+//! A chunk: [`CHUNK_SIZE`] bytes aligned to their size, holding equal slots of one size class,
+//! owned by one thread's heap at a time, with its header in the last [`HEADER_SIZE`] (192) bytes.
 //!
 //! ```text
 //!  chunk base (aligned to 256 KiB)                                      base + CHUNK_SIZE
@@ -9,43 +9,22 @@
 //!
 //! A slot's chunk is found from its address by masking ([`of`]), never by searching.
 //!
-//! # Lists and counts (the invariants)
-//!
-//! Every slot in `[base, bump)` is in exactly one of these places:
-//! - on `free`: the owner pops from it (no lock, no atomic);
-//! - on `local_free`: the owner pushes its own frees here; the slow path moves the whole list to
-//!   `free` when `free` runs dry (so the owner visits its slow path, and collects remote frees,
-//!   regularly);
-//! - on `remote`: frees by other threads, pushed with one CAS; the owner takes the whole list with
-//!   one swap;
-//! - handed out (live).
-//!
-//! `used` = slots handed out + slots on `remote` (a remote free is counted when it is collected).
-//! So `used == 0` means every carved slot is on `free` or `local_free`: the chunk is empty.
-//!
-//! Slots in `[bump, end)` were never handed out; they are carved onto `free` a page at a time
-//! (`extend`, the `enlarge()` of Om's `object_pool`), so untouched pages stay out of RSS.
-//!
-//! # Who touches what
-//!
-//! The owner (the heap in `owner`, on its thread) reads and writes every field but `remote`
-//! without synchronisation. Other threads read `owner`, `class` and (hardened) `carved`/`magic`,
-//! and push onto `remote`. A chunk with no owner (abandoned, or held by the chunk source) is
-//! touched only under the lock of the list that holds it.
-//!
-//! The low bit of `remote` is [`FULL`](remote_list::FULL): the owner set it when it moved the chunk to its heap's
-//! list of full chunks (only while `remote` was empty). The remote free that clears it tells the
-//! owner's heap, so the chunk becomes findable again.
+//! The invariants are written once, on the fields of [`Chunk`] they govern, and checked by
+//! [`debug_check`] in debug builds (compiled out of release builds) and by `check` in the tests.
+//! In short: every carved slot is on exactly one of `free`, `local_free`, `remote`, or handed out;
+//! `used` counts the handed-out ones and those on `remote`; other threads write only `remote` and
+//! `remote_requested`.
 //!
 //! # Chunk size
 //!
 //! 256 KiB: big enough for 7 slots of the largest class (32 KiB) with little tail waste, small
 //! enough that a chunk of a busy class empties (and goes back to the OS) in reasonable time.
 //! Thread ownership multiplies chunks by threads, but what a chunk costs in RSS is only the pages
-//! carved so far plus the header page: a thread that touches a class costs 8 KiB of RSS (one page
-//! of slots, one of header), whatever the chunk size. The chunk size sets the address space per
-//! (thread, class) and the granularity at which memory returns to the OS. mimalloc's 64 KiB pages
-//! would give the 32 KiB class one slot per chunk (50% waste) or need a second chunk size.
+//! carved so far plus the header's OS page: a thread that touches a class costs two OS pages of
+//! RSS (one holding the first 4 KiB carved, one the header), whatever the chunk size. The chunk
+//! size sets the address space per (thread, class) and the granularity at which memory returns
+//! to the OS. mimalloc's 64 KiB "pages" (its word for a run of one class) would give the 32 KiB
+//! class one slot per chunk (50% waste) or need a second chunk size.
 
 use crate::base::size_class;
 use crate::chunks::link;
@@ -59,7 +38,8 @@ pub const CHUNK_SHIFT: usize = 18;
 pub const CHUNK_SIZE: usize = 1 << CHUNK_SHIFT;
 /// Bytes at the end of every chunk for its header.
 pub const HEADER_SIZE: usize = 192;
-/// Bytes of never-used slots carved onto the free list at a time (at least one slot).
+/// Bytes of never-used slots carved onto the free list at a time (at least one slot): a fixed
+/// count, not the OS page (which may be 64 KiB), the `enlarge()` step of Om's `object_pool`.
 const EXTEND_BYTES: usize = 4096;
 
 /// A free slot: its first word links to the next free slot (encoded with `hardened`).
@@ -99,11 +79,24 @@ impl FreeSlot {
 /// remote free reads the first line and writes the third, and never takes the owner's line away
 /// from it (a producer thread allocating while a consumer frees its blocks would otherwise bounce
 /// that line between their cores on every pair).
+///
+/// Each field states its invariants: this is the one place they are written. Who may touch the
+/// header: the owner (the heap in `owner`, on its thread) reads and writes every field but
+/// `remote` and `remote_requested` without synchronisation; other threads read `owner`, `class`,
+/// `capacity` and (hardened) `magic` and `carved`, and write only `remote` and
+/// `remote_requested`. A chunk with no owner is touched only by the holder of the lock of the
+/// source list that holds it (its class's empty or abandoned list), or by the one thread handing
+/// it over.
 #[repr(C)]
 pub struct Chunk {
-    /// The owning heap (opaque here), or null while no heap owns the chunk.
+    /// The owning heap (opaque here), or null while no heap owns the chunk. A heap owns each of
+    /// its chunks in exactly one place: its bin's `current`, avail list or full list. An unowned
+    /// chunk is on exactly one source list (empty or abandoned) or being handed over. Written only
+    /// by the thread taking or giving up ownership, so a thread that reads its own heap here wrote
+    /// it itself: that compare is the owner test of the free path.
     pub owner: AtomicPtr<u8>,
-    /// Size class of every slot.
+    /// Size class of every slot; changes only while the source holds the chunk (re-initialised for
+    /// another class when empty).
     pub class: u32,
     /// Number of slots: `(CHUNK_SIZE - HEADER_SIZE) / slot_size`.
     pub capacity: u32,
@@ -117,34 +110,50 @@ pub struct Chunk {
     pub emptied_at: u32,
     _pad0: [u8; PAD0],
 
-    /// Free slots the owner hands out next.
+    /// Free slots the owner hands out next (popped with no lock and no atomic). With
+    /// `local_free`, `remote` and the handed-out slots, it partitions `[base, bump)`: every carved
+    /// slot is in exactly one of the four.
     pub free: *mut FreeSlot,
-    /// Free slots the owner returned since `free` was last refilled.
+    /// Free slots the owner returned since `free` was last refilled. The slow path moves the
+    /// whole list to `free` only when `free` runs dry, so the owner visits its slow path, and
+    /// collects remote frees, regularly.
     pub local_free: *mut FreeSlot,
-    /// The first never-carved slot, and one past the last slot.
+    /// The first never-carved slot: `base <= bump <= end`, on a slot boundary. Slots in
+    /// `[bump, end)` were never handed out and never touched; they are carved onto `free` at most
+    /// [`EXTEND_BYTES`] at a time ([`extend`]), so untouched pages stay out of RSS.
     pub bump: *mut u8,
+    /// One past the last slot: `base + capacity × slot size`.
     pub end: *mut u8,
-    /// Links of the list that holds the chunk (a heap's, or the chunk source's).
+    /// Links of the list that holds the chunk (a heap's avail or full list, or a source list);
+    /// both null on no list (the current chunk).
     pub prev: *mut Chunk,
     pub next: *mut Chunk,
-    /// Slots handed out plus slots on `remote` (see the module docs). Written only by the owner
-    /// (a load and a store, which compile to one `inc`/`dec`); an atomic so that `stats` may read
-    /// it while the owner works: the live slots are summed from here at snapshot time.
+    /// Slots handed out plus slots on `remote`: a remote free is subtracted when the owner
+    /// collects it, so `used == 0` means every carved slot is on `free` or `local_free` (the
+    /// chunk is empty), and `used <= carved slots <= capacity`. Written only by the owner (a load
+    /// and a store, which compile to one `inc`/`dec`); an atomic so that `stats` may read it while
+    /// the owner works: the live slots are summed from here at snapshot time.
     pub used: AtomicU32,
-    /// The owner's free path takes its slow path when `used` drops to this value: 0 for a chunk on
-    /// the heap's list of chunks with free slots (it became empty), `capacity - 1` for a full one
-    /// (the first slot came back), never ([`NEVER`]) for the current chunk. One compare on the fast
-    /// path covers both events.
+    /// The owner's free path takes its slow path when `used` drops to this value, so one compare
+    /// covers both events that need it: 0 for a chunk on the avail list (it became empty: give it
+    /// back, unless the class has no current chunk), `capacity - 1` for a full one (the first slot
+    /// came back: to avail), [`NEVER`] for the current chunk.
     pub notify_at: u32,
     /// Requested bytes the owner handed out minus those it freed or resized away (wrapping), read
     /// by `stats` like `used`. The chunk's live requested bytes are `requested - remote_requested`
     /// (wrapping `u32`: the true figure is below `CHUNK_SIZE`, so the difference is exact).
     pub requested: AtomicU32,
-    /// On the owner's list of full chunks.
+    /// On the owner's full list (then `notify_at == capacity - 1`).
     pub in_full: bool,
     _pad1: [u8; PAD1],
 
-    /// Frees by other threads (a list of slots, linked like `free`), with the [`FULL`](remote_list::FULL) bit.
+    /// The remote-free list: frees by other threads, a list of slots linked like `free`, pushed
+    /// with one CAS and taken whole by the owner with one swap (no ABA: nothing is popped singly).
+    /// Bit 0 is [`FULL`](remote_list::FULL): set only by the owner, only while the list is empty
+    /// and the chunk has nothing left (`free` and `local_free` empty, `bump == end`), as it moves
+    /// the chunk to its full list. A remote push always clears it, and the push that cleared it
+    /// sets the owner heap's hint bit for the class, so a full chunk with a remote free is always
+    /// found again by its owner.
     pub remote: AtomicUsize,
     /// Requested bytes freed (or resized away) by other threads (wrapping), added before the slot
     /// is pushed onto `remote` (while it is still live, so the chunk cannot change hands).
@@ -280,7 +289,7 @@ pub unsafe fn init(base: *mut u8, class: usize) -> *mut Chunk {
     c
 }
 
-/// Carves up to a page of never-used slots onto `free`, linking slot i to slot i+1 and the last
+/// Carves up to [`EXTEND_BYTES`] of never-used slots onto `free`, linking slot i to slot i+1 and the last
 /// to the old `free`. Returns how many.
 ///
 /// # Safety
@@ -288,6 +297,7 @@ pub unsafe fn init(base: *mut u8, class: usize) -> *mut Chunk {
 pub unsafe fn extend(c: *mut Chunk) -> u32 {
     // SAFETY: the caller owns the header.
     unsafe {
+        debug_check(c);
         let size = size_class::CLASS_SIZE[(*c).class as usize];
         let left = ((*c).end as usize - (*c).bump as usize) / size;
         let k = (EXTEND_BYTES / size).max(1).min(left);
@@ -324,6 +334,7 @@ pub unsafe fn extend(c: *mut Chunk) -> u32 {
 pub unsafe fn collect_remote(c: *mut Chunk) -> u32 {
     // SAFETY: the caller owns the header; `remote` is only ever swapped whole by the owner.
     unsafe {
+        debug_check(c);
         let head = remote_list::take(&(*c).remote) as *mut FreeSlot;
         if head.is_null() {
             return 0;
@@ -353,6 +364,7 @@ pub unsafe fn collect_remote(c: *mut Chunk) -> u32 {
 pub unsafe fn take_local(c: *mut Chunk) -> bool {
     // SAFETY: the caller owns the header.
     unsafe {
+        debug_check(c);
         debug_assert!((*c).free.is_null());
         if (*c).local_free.is_null() {
             return false;
@@ -442,6 +454,37 @@ pub unsafe fn unlink(head: *mut *mut Chunk, ch: *mut Chunk) {
     }
 }
 
+/// Checks the header's invariants that cost a few compares (the fields' docs state them): a no-op
+/// in release builds. Called by the owner's slow paths here (carve, collect, take `local_free`).
+///
+/// # Safety
+/// `c` must be a live header the caller owns.
+#[inline]
+pub unsafe fn debug_check(c: *mut Chunk) {
+    if !cfg!(debug_assertions) {
+        return;
+    }
+    // SAFETY: the caller owns the header.
+    unsafe {
+        let class = (*c).class as usize;
+        debug_assert!(class < size_class::NUM_CLASSES);
+        debug_assert_eq!((*c).magic, LIVE);
+        let size = size_class::CLASS_SIZE[class];
+        let cap = (*c).capacity;
+        debug_assert_eq!(cap as usize, capacity_of(class));
+        let (b, bump, end) = (base(c) as usize, (*c).bump as usize, (*c).end as usize);
+        debug_assert_eq!(end, b + cap as usize * size);
+        debug_assert!(b <= bump && bump <= end && (bump - b) % size == 0);
+        debug_assert!(
+            used(c) as usize <= (bump - b) / size,
+            "more slots used than carved"
+        );
+        let n = (*c).notify_at;
+        debug_assert!(n == 0 || n == cap - 1 || n == NEVER);
+        debug_assert!(!(*c).in_full || n == cap - 1);
+    }
+}
+
 /// Number of slots on a list (walks it: for checks only).
 ///
 /// # Safety
@@ -457,7 +500,8 @@ pub unsafe fn list_len(mut s: *mut FreeSlot) -> usize {
     n
 }
 
-/// Checks the header's invariants (tests): every carved slot is free or counted in `used`.
+/// Checks the header's invariants that need the lists walked (tests): every carved slot is free
+/// or counted in `used`.
 ///
 /// # Safety
 /// `c` must be a live header the caller owns, with no remote free in flight.

@@ -4,7 +4,7 @@
 //!
 //! Every byte a block can live in comes from here. The allocator's own bookkeeping maps from `os`
 //! where it lives, never handing out a byte of it: the address map (`chunks::addr_map`, one
-//! sparse reservation), the address tables (`base::addr_table`), the heap arena
+//! sparse reservation), the block tables (`base::block_table`), the heap arena
 //! (`thread::heap`'s registry, 256 KiB blocks of heap structs, never returned) and `hardened`'s
 //! inaccessible space for zero-size blocks.
 

@@ -213,7 +213,7 @@ pub fn lifetime() -> (usize, usize, usize) {
 }
 
 /// Remote frees collected here (from abandoned chunks) per class, a wrapping count that the
-/// heaps' pending counters are offset by (see `heap::class_totals`).
+/// heaps' cached-slot counters are offset by (see `heap::class_totals`).
 static COLLECTED: [AtomicUsize; NUM_CLASSES] = [const { AtomicUsize::new(0) }; NUM_CLASSES];
 
 /// A chunk of class `class` with no owner and no slot handed out (a retained empty one of the

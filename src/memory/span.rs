@@ -12,8 +12,8 @@
 //! is read. The header holds `MAGIC ^ p`, so a pointer into a span that is not its block start
 //! (or a span's block freed already) is recognised.
 //!
-//! Freed spans wait in a cache for reuse: up to 4 MiB, `CACHE_SLOTS` spans (`CACHE_BYTES` in all)
-//! for a request of nearly their size; above that, `BIG_SLOTS` spans (`BIG_BYTES` of address
+//! Freed spans wait in a cache for reuse: up to 4 MiB, `CACHE_ENTRIES` spans (`CACHE_BYTES` in all)
+//! for a request of nearly their size; above that, `BIG_ENTRIES` spans (`BIG_BYTES` of address
 //! space in all) for any large request, with their pages far beyond the block purged when they
 //! are much larger, or grown to it by a remap (jemalloc's dirty extents, mimalloc's purge delay).
 //! So a block freed and allocated again costs no system call, and a program that cycles blocks of
@@ -37,7 +37,7 @@ pub const HEADER: usize = 64;
 /// Spans of this size and more are aligned for transparent huge pages.
 const HUGE: usize = 2 << 20;
 /// Freed spans kept for reuse, at most.
-const CACHE_SLOTS: usize = 64;
+const CACHE_ENTRIES: usize = 64;
 /// Bytes of freed spans kept for reuse, at most: they are resident while they wait (64 MiB made
 /// python3's peak RSS 1.17x the best peer's; with 8 MiB a redis MSET of ten 50 KB values, which
 /// cycles ~20 spans plus its query buffer per request, fell to 0.66x the best peer's rate).
@@ -45,7 +45,7 @@ const CACHE_BYTES: usize = 16 << 20;
 /// Freed spans larger than this wait among the big ones.
 const CACHE_SPAN_MAX: usize = 4 << 20;
 /// Big freed spans (above `CACHE_SPAN_MAX`) kept for reuse, at most.
-const BIG_SLOTS: usize = 8;
+const BIG_ENTRIES: usize = 8;
 /// Bytes of big freed spans kept for reuse, at most. They wait the purge delay at most (250 ms by
 /// default; jemalloc keeps dirty pages for 10 s), so this bounds only what a burst of frees
 /// followed by other work adds to the peak.
@@ -86,18 +86,18 @@ struct Cached {
     at: u32,
 }
 
-/// One list of waiting spans: `slots[..n]`, `bytes` in all.
+/// One list of waiting spans: `entries[..n]`, `bytes` in all.
 struct List<const N: usize> {
-    slots: [Cached; N],
+    entries: [Cached; N],
     n: usize,
     bytes: usize,
 }
 
 struct Cache {
     /// Spans up to `CACHE_SPAN_MAX`.
-    small: List<CACHE_SLOTS>,
+    small: List<CACHE_ENTRIES>,
     /// Spans above it.
-    big: List<BIG_SLOTS>,
+    big: List<BIG_ENTRIES>,
 }
 
 // SAFETY: the pointers name mappings only the cache's holder touches.
@@ -112,17 +112,17 @@ const NONE: Cached = Cached {
 impl<const N: usize> List<N> {
     const fn new() -> Self {
         List {
-            slots: [NONE; N],
+            entries: [NONE; N],
             n: 0,
             bytes: 0,
         }
     }
 
-    /// Takes slot `i` (< n) off the list; the last slot moves into its place.
+    /// Takes entry `i` (< n) off the list; the last entry moves into its place.
     fn remove(&mut self, i: usize) -> Cached {
-        let s = self.slots[i];
+        let s = self.entries[i];
         self.n -= 1;
-        self.slots[i] = self.slots[self.n];
+        self.entries[i] = self.entries[self.n];
         self.bytes -= s.len;
         s
     }
@@ -132,19 +132,19 @@ impl<const N: usize> List<N> {
     fn push(&mut self, s: Cached, max_bytes: usize, out: &mut [Cached], nout: &mut usize) {
         while self.n == N || self.n > 0 && self.bytes + s.len > max_bytes {
             let oldest = (0..self.n)
-                .min_by_key(|&i| self.slots[i].at)
+                .min_by_key(|&i| self.entries[i].at)
                 .expect("a full list holds a span");
             out[*nout] = self.remove(oldest);
             *nout += 1;
         }
-        self.slots[self.n] = s;
+        self.entries[self.n] = s;
         self.n += 1;
         self.bytes += s.len;
     }
 
     /// The first span that waited `delay_ms` or longer at `now`, taken off the list.
     fn take_expired(&mut self, now: u32, delay_ms: u32) -> Option<Cached> {
-        let i = (0..self.n).find(|&i| now.wrapping_sub(self.slots[i].at) >= delay_ms)?;
+        let i = (0..self.n).find(|&i| now.wrapping_sub(self.entries[i].at) >= delay_ms)?;
         Some(self.remove(i))
     }
 }
@@ -435,11 +435,11 @@ fn take_cached(len: usize, slack: usize, balign: usize) -> Option<(*mut u8, usiz
     let l = &mut c.small;
     let mut best: Option<usize> = None;
     for i in 0..l.n {
-        let s = l.slots[i];
+        let s = l.entries[i];
         if s.len >= len
             && s.len - len <= slack
             && s.base as usize % balign == 0
-            && best.is_none_or(|b| l.slots[b].len > s.len)
+            && best.is_none_or(|b| l.entries[b].len > s.len)
         {
             best = Some(i);
         }
@@ -464,12 +464,12 @@ fn reuse_big(size: usize, align: usize, len: usize, balign: usize) -> Option<*mu
     let s = {
         let mut c = CACHE.lock();
         let l = &mut c.big;
-        let aligned = |i: &usize| l.slots[*i].base as usize % balign == 0;
+        let aligned = |i: &usize| l.entries[*i].base as usize % balign == 0;
         let fit = (0..l.n)
             .filter(aligned)
-            .filter(|&i| l.slots[i].len >= len)
-            .min_by_key(|&i| l.slots[i].len);
-        let i = fit.or_else(|| (0..l.n).filter(aligned).max_by_key(|&i| l.slots[i].len))?;
+            .filter(|&i| l.entries[i].len >= len)
+            .min_by_key(|&i| l.entries[i].len);
+        let i = fit.or_else(|| (0..l.n).filter(aligned).max_by_key(|&i| l.entries[i].len))?;
         l.remove(i)
     };
     if !hardened::on_span_reused(s.base, s.len) {
@@ -523,7 +523,7 @@ fn reuse_big(size: usize, align: usize, len: usize, balign: usize) -> Option<*mu
 /// The span is ours, whole, and unused.
 unsafe fn put_cached(base: *mut u8, len: usize, may_wait: bool) {
     // Spans to unmap once the lock is released: evicted ones, or this one.
-    let mut out = [NONE; CACHE_SLOTS + 1];
+    let mut out = [NONE; CACHE_ENTRIES + 1];
     let mut nout = 0;
     if len <= CACHE_SPAN_MAX || (may_wait && len <= BIG_BYTES) {
         // Read-only while it waits (hardened): a write after free faults. Before it is visible

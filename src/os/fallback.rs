@@ -103,7 +103,7 @@ pub unsafe fn move_pages(_src: *mut u8, _len: usize, _dst: *mut u8, _new_len: us
 }
 
 #[allow(unused_imports)]
-pub(crate) use super::thread_slot_tls as thread_slot;
+pub(crate) use super::tls_word_std as tls_word;
 
 pub fn watch_thread_exit(_hook: fn()) {}
 

@@ -1,5 +1,5 @@
 //! The operating system, behind one contract. Every service poolalloc needs from the OS is a
-//! function (or, for the thread slot, a macro) of this module; no other module names `libc` or a
+//! function (or, for the heap's TLS word, a macro) of this module; no other module names `libc` or a
 //! Windows API. One file per platform family implements the contract:
 //!
 //! | file          | platforms                                           | backend  |
@@ -48,7 +48,7 @@
 //!   none they return `false` and the caller copies.
 //!
 //! Threads and the process:
-//! - [`thread_slot!`]: a thread's heap pointer, const-initialised, with no destructor.
+//! - [`tls_word!`]: a thread's heap pointer, const-initialised, with no destructor.
 //! - [`watch_thread_exit`]: the hook runs when the calling thread exits.
 //! - [`at_fork`]: hooks around `fork` (nothing where there is no fork).
 //! - [`spawn_purger`], [`sleep_ms`]: the background purger's thread, detached, small stack.
@@ -76,36 +76,36 @@
 //! loses nothing.
 
 /// Declares `mod $m { pub fn get() -> *mut $T; pub fn set(*mut $T) }` over `thread_local!`: the
-/// calling thread's slot, starting out as the address of the static `$init` (a `$T` or a
+/// calling thread's TLS word, starting out as the address of the static `$init` (a `$T` or a
 /// `repr(transparent)` wrapper of one). Const-initialised and without a destructor, so it never
 /// allocates and never registers anything with the runtime. The backends re-export this as
-/// `thread_slot!` where they have nothing faster.
+/// `tls_word!` where they have nothing faster.
 #[allow(unused_macros)]
-macro_rules! thread_slot_tls {
+macro_rules! tls_word_std {
     (mod $m:ident: $T:ty = $init:path) => {
         mod $m {
             use super::*;
             use core::cell::Cell;
 
             std::thread_local! {
-                static SLOT: Cell<*mut $T> =
+                static WORD: Cell<*mut $T> =
                     const { Cell::new((&raw const $init).cast::<$T>().cast_mut()) };
             }
 
             #[inline(always)]
             pub fn get() -> *mut $T {
-                SLOT.with(|s| s.get())
+                WORD.with(|s| s.get())
             }
 
             #[inline(always)]
             pub fn set(h: *mut $T) {
-                SLOT.with(|s| s.set(h))
+                WORD.with(|s| s.set(h))
             }
         }
     };
 }
 #[allow(unused_imports)]
-pub(crate) use thread_slot_tls;
+pub(crate) use tls_word_std;
 
 #[cfg(poolalloc_port = "unix")]
 #[allow(dead_code)] // The whole contract; a build uses what its features need.
@@ -142,7 +142,7 @@ pub use imp::{
     for_each_env, keep_stderr, keep_system_allocator_blocks, now_ms, random_seed, rss_bytes,
     sleep_ms, spawn_purger, trim_system_allocator, watch_thread_exit, write_stderr, yield_now,
 };
-pub(crate) use imp::{run_at_start, thread_slot};
+pub(crate) use imp::{run_at_start, tls_word};
 #[cfg(poolalloc_port = "windows")]
 pub use imp::{tls_get, tls_set};
 

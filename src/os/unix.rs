@@ -10,8 +10,8 @@
 //! - the clock: `CLOCK_MONOTONIC_COARSE` on Linux, `CLOCK_MONOTONIC` elsewhere;
 //! - the resident set: `/proc/self/statm` (Linux), `proc_pidinfo` (macOS), `sysctl` (FreeBSD);
 //! - entropy: `getrandom` (Linux), `getentropy` (macOS, FreeBSD);
-//! - the thread slot: on x86-64 Linux an initial-exec TLS word declared in assembly; elsewhere
-//!   `thread_local!` (see [`thread_slot`]).
+//! - the heap's TLS word: on x86-64 Linux an initial-exec TLS word declared in assembly; elsewhere
+//!   `thread_local!` (see [`tls_word`]).
 
 use core::ptr;
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
@@ -317,24 +317,24 @@ pub fn is_unmapped(_p: *const u8) -> bool {
 // Threads.
 
 /// Declares `mod $m { pub fn get() -> *mut $T; pub fn set(*mut $T) }`: the calling thread's
-/// slot, which starts out holding the address of the static `$init` (a `$T`, or a
+/// TLS word, which starts out holding the address of the static `$init` (a `$T`, or a
 /// `repr(transparent)` wrapper of one). Const-initialised, no destructor, never allocates.
 ///
-/// On x86-64 Linux the slot is declared in assembly and read with the initial-exec TLS model:
+/// On x86-64 Linux the word is declared in assembly and read with the initial-exec TLS model:
 /// one `mov` from `%fs`, in an executable and in a shared library alike. (Rust's `thread_local!`
 /// uses the general-dynamic model in a shared library: a call to `__tls_get_addr` on every malloc
 /// and free of `libpoolalloc_c.so`; only nightly can choose the model.) A library with an
-/// initial-exec slot must be loaded at startup (LD_PRELOAD, or linked) or find room in glibc's
+/// initial-exec TLS word must be loaded at startup (LD_PRELOAD, or linked) or find room in glibc's
 /// surplus static TLS when `dlopen`ed; it needs 8 bytes. Elsewhere, and under Miri,
 /// `thread_local!` holds it.
 #[cfg(all(target_arch = "x86_64", target_os = "linux", not(miri)))]
-macro_rules! thread_slot {
+macro_rules! tls_word {
     (mod $m:ident: $T:ty = $init:path) => {
         mod $m {
             use super::*;
 
-            // The slot, in `.tdata` so that it starts out naming `$init`. Hidden: it is private
-            // to the binary or library poolalloc is linked into.
+            // The word, in `.tdata` so that it starts out naming `$init`. Hidden: it is private
+            // to the binary or library poolalloc is linked into. (The symbol keeps its first name.)
             core::arch::global_asm!(
                 ".pushsection .tdata,\"awT\",@progbits",
                 ".p2align 3",
@@ -349,7 +349,7 @@ macro_rules! thread_slot {
             #[inline(always)]
             pub fn get() -> *mut $T {
                 let p: *mut $T;
-                // SAFETY: reads this thread's 8-byte slot: its offset from the thread pointer
+                // SAFETY: reads this thread's 8-byte TLS word: its offset from the thread pointer
                 // comes from the GOT (initial-exec), and %fs is the thread pointer on x86-64
                 // Linux.
                 unsafe {
@@ -365,7 +365,7 @@ macro_rules! thread_slot {
 
             #[inline(always)]
             pub fn set(h: *mut $T) {
-                // SAFETY: writes this thread's slot (as `get` reads it).
+                // SAFETY: writes this thread's TLS word (as `get` reads it).
                 unsafe {
                     core::arch::asm!(
                         "mov {t}, qword ptr [rip + __poolalloc_heap_slot_v01@GOTTPOFF]",
@@ -380,9 +380,9 @@ macro_rules! thread_slot {
     };
 }
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux", not(miri))))]
-pub(crate) use super::thread_slot_tls as thread_slot;
+pub(crate) use super::tls_word_std as tls_word;
 #[cfg(all(target_arch = "x86_64", target_os = "linux", not(miri)))]
-pub(crate) use thread_slot;
+pub(crate) use tls_word;
 
 /// The thread-exit hook (one for the process) and the pthread key whose destructor calls it.
 static EXIT_HOOK: super::Hook = super::Hook::new();

@@ -12,8 +12,8 @@
 //!   purging them, and a [`purge`] only zeroes. Part of a mapping cannot be unmapped
 //!   ([`PARTIAL_UNMAP`] is false): chunks are mapped one at a time.
 //! - **Threads.** Without shared memory (`wasm32-unknown-unknown`, `wasm32-wasip1`) there is one
-//!   thread: the thread slot is a plain static and no thread ever exits before the module ends.
-//!   On `wasm32-wasip1-threads` the slot is a TLS word (`thread_local!`) and wasi-libc's pthread
+//!   thread: the heap's TLS word is a plain static and no thread ever exits before the module ends.
+//!   On `wasm32-wasip1-threads` it is a real thread-local (`thread_local!`) and wasi-libc's pthread
 //!   keys run the exit hook, as on Unix; on other threaded wasm32 builds (no libc) there is no
 //!   exit hook: an exited thread's chunks stay with its heap (documented in docs/platforms.md).
 //!   There is no purger thread (nothing could be returned) and no fork.
@@ -27,7 +27,7 @@ pub use super::fallback::{
     at_exit, at_fork, copy_readable, fatal_write_and_abort, for_each_env, keep_stderr,
     keep_system_allocator_blocks, trim_system_allocator, yield_now,
 };
-pub(crate) use super::fallback::{run_at_start, thread_slot};
+pub(crate) use super::fallback::{run_at_start, tls_word};
 
 /// The pools run here.
 pub const BACKEND: super::Backend = super::Backend::Pools;

@@ -8,7 +8,7 @@
 //! - purge: decommit, then commit again (fresh pages read as zero; the commit charge stays, the
 //!   memory goes back). `MEM_RESET` would keep the old contents readable.
 //! - no remap: the caller copies. No fork.
-//! - the heap slot: a Win32 TLS index (`TlsGetValue`), not `thread_local!` (see [`thread_slot`]).
+//! - the heap's TLS word: a Win32 TLS index (`TlsGetValue`), not `thread_local!` (see [`tls_word`]).
 //! - thread exit: a fiber-local storage callback (`FlsAlloc`), which Windows runs when a thread
 //!   exits; it is skipped while the process itself shuts down (other threads are gone by then,
 //!   and may have been stopped holding a lock).
@@ -211,11 +211,11 @@ pub fn is_unmapped(_p: *const u8) -> bool {
 // Threads.
 
 /// Declares `mod $m { pub fn get() -> *mut $T; pub fn set(*mut $T) }` over a Win32 TLS index:
-/// the calling thread's slot, reading as the address of the static `$init` until set. Not
+/// the calling thread's TLS word, reading as the address of the static `$init` until set. Not
 /// `thread_local!`: on windows-gnu (no native TLS in Rust) that boxes each value on a thread's
-/// first access, through the global allocator, which is us: the heap slot would recurse.
-/// `TlsGetValue` allocates nothing. A null slot reads as `$init`, so a thread needs no setup.
-macro_rules! thread_slot {
+/// first access, through the global allocator, which is us: reading the word would recurse.
+/// `TlsGetValue` allocates nothing. A null word reads as `$init`, so a thread needs no setup.
+macro_rules! tls_word {
     (mod $m:ident: $T:ty = $init:path) => {
         mod $m {
             use super::*;
@@ -237,9 +237,9 @@ macro_rules! thread_slot {
         }
     };
 }
-pub(crate) use thread_slot;
+pub(crate) use tls_word;
 
-/// The TLS index of the heap slot ([`thread_slot`]); `TLS_OUT_OF_INDEXES` if there was none.
+/// The TLS index of the heap's TLS word ([`tls_word`]); `TLS_OUT_OF_INDEXES` if there was none.
 static TLS_INDEX: spin::Once<u32> = spin::Once::new();
 
 #[inline]
@@ -248,7 +248,7 @@ fn tls_index() -> u32 {
     *TLS_INDEX.call_once(|| unsafe { TlsAlloc() })
 }
 
-/// The calling thread's heap slot (null until set).
+/// The calling thread's heap pointer in its TLS word (null until set).
 #[inline]
 pub fn tls_get() -> *mut u8 {
     let i = tls_index();
@@ -259,8 +259,8 @@ pub fn tls_get() -> *mut u8 {
     unsafe { TlsGetValue(i).cast() }
 }
 
-/// Sets the calling thread's heap slot. Without a TLS index (the process ran out of them) the
-/// slot stays null and the thread uses the static heap its null stands for.
+/// Sets the calling thread's heap pointer in its TLS word. Without a TLS index (the process ran out of them) the
+/// word stays null and the thread uses the static heap its null stands for.
 #[inline]
 pub fn tls_set(p: *mut u8) {
     let i = tls_index();

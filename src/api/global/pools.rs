@@ -34,7 +34,7 @@ fn block_align(size: usize, align: usize) -> usize {
     }
 }
 
-/// `raw_alloc` beyond the common case. Size first, where the fast path holds it.
+/// `plain_alloc` beyond the common case. Size first, where the fast path holds it.
 ///
 /// # Safety
 /// `size` and `align` form a valid layout of non-zero size.
@@ -57,9 +57,11 @@ fn small_alloc(c: usize, size: usize) -> *mut u8 {
     p
 }
 
+// The `plain_*` methods are the data path without the `testing` hooks (the `watched_*` ones add
+// them); nothing to do with the `raw` module. Each has GlobalAlloc's contract for its method.
 impl PoolAlloc {
     #[inline(always)]
-    pub(super) unsafe fn raw_alloc(&self, layout: Layout) -> *mut u8 {
+    pub(super) unsafe fn plain_alloc(&self, layout: Layout) -> *mut u8 {
         let layout = block_layout(layout);
         // SAFETY: forwarded contract.
         let p = unsafe { self.pool_alloc(layout) };
@@ -80,7 +82,7 @@ impl PoolAlloc {
     }
 
     #[inline(always)]
-    pub(super) unsafe fn raw_dealloc(&self, ptr: *mut u8, layout: Layout) {
+    pub(super) unsafe fn plain_dealloc(&self, ptr: *mut u8, layout: Layout) {
         // Once the profiler has recorded a block, frees go out of line past its records (a tail
         // call: the fast path keeps no register for it).
         if checks::frees_recorded() {
@@ -114,7 +116,7 @@ impl PoolAlloc {
     }
 
     #[inline(always)]
-    pub(super) unsafe fn raw_alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+    pub(super) unsafe fn plain_alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         let layout = block_layout(layout);
         let p = match class_of(layout.size(), layout.align()) {
             Some(c) => {
@@ -134,7 +136,7 @@ impl PoolAlloc {
         p
     }
 
-    pub(super) unsafe fn raw_realloc(
+    pub(super) unsafe fn plain_realloc(
         &self,
         ptr: *mut u8,
         layout: Layout,
@@ -180,12 +182,12 @@ impl PoolAlloc {
                 let new_layout =
                     unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
                 // SAFETY: new_layout is valid and non-zero in size (caller).
-                let q = unsafe { self.raw_alloc(new_layout) };
+                let q = unsafe { self.plain_alloc(new_layout) };
                 if !q.is_null() {
                     // SAFETY: both blocks hold at least min(old, new) bytes and are distinct.
                     unsafe {
                         ptr::copy_nonoverlapping(ptr, q, layout.size().min(new_size));
-                        self.raw_dealloc(ptr, layout);
+                        self.plain_dealloc(ptr, layout);
                     }
                 }
                 q

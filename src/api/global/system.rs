@@ -7,24 +7,24 @@ use core::alloc::{GlobalAlloc, Layout};
 
 impl PoolAlloc {
     #[inline(always)]
-    pub(super) unsafe fn raw_alloc(&self, layout: Layout) -> *mut u8 {
+    pub(super) unsafe fn plain_alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: forwarded contract.
         unsafe { std::alloc::System.alloc(layout) }
     }
 
     #[inline(always)]
-    pub(super) unsafe fn raw_dealloc(&self, ptr: *mut u8, layout: Layout) {
+    pub(super) unsafe fn plain_dealloc(&self, ptr: *mut u8, layout: Layout) {
         // SAFETY: forwarded contract.
         unsafe { std::alloc::System.dealloc(ptr, layout) }
     }
 
     #[inline(always)]
-    pub(super) unsafe fn raw_alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+    pub(super) unsafe fn plain_alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         // SAFETY: forwarded contract.
         unsafe { std::alloc::System.alloc_zeroed(layout) }
     }
 
-    pub(super) unsafe fn raw_realloc(
+    pub(super) unsafe fn plain_realloc(
         &self,
         ptr: *mut u8,
         layout: Layout,

@@ -1,7 +1,8 @@
 //! Typed object pools with generational handles: the `object_pool<T>` of Om (the C++ engine this
 //! project's seeds come from: groups that never move, freed slots daisy-chained into a free list)
-//! with the slot seeds of GTA's entity pools (a handle carries the slot's generation, so a handle
-//! to a removed object never finds a later one).
+//! with the slot seeds of GTA's entity pools (the *Grand Theft Auto* engines: a handle carries the
+//! slot's generation, so a handle to a removed object never finds a later one). Both words are in
+//! the crate docs' glossary; a *slot* here is always a slot of the pool, not of a size class.
 //!
 //! A pool is a table of pointers to groups of [`GROUP_SLOTS`] slots. Each group is one block from
 //! [`PoolAlloc`] (whatever the global allocator is: typed pools sit on the allocator's size-class

@@ -1,6 +1,6 @@
 //! `count`: what the calling thread allocated and freed while a closure ran.
 
-use crate::base::addr_table::AddrTable;
+use crate::base::block_table::BlockTable;
 use core::cell::{Cell, RefCell};
 use core::ptr;
 
@@ -42,7 +42,7 @@ struct State {
     /// Orders count starts and allocations (see `Frame::start`).
     seq: Cell<u64>,
     /// Blocks allocated while a count runs, until the outermost count ends, by address.
-    table: RefCell<AddrTable<Counted>>,
+    table: RefCell<BlockTable<Counted>>,
 }
 
 /// A block allocated while a count ran.
@@ -56,7 +56,7 @@ struct Counted {
 
 thread_local! {
     static STATE: State = const {
-        State { top: Cell::new(ptr::null()), seq: Cell::new(0), table: RefCell::new(AddrTable::new()) }
+        State { top: Cell::new(ptr::null()), seq: Cell::new(0), table: RefCell::new(BlockTable::new()) }
     };
 }
 

@@ -1,7 +1,7 @@
 //! The `testing` feature's hooks (their public face is `poolalloc::testing`): what `PoolAlloc`
 //! calls, through the facade in `checks/mod.rs`, when the feature is on: one relaxed load on each allocation and free while nothing is
 //! armed; with a limit set, or a `count` or `forbid` running in any thread, the calls below. The
-//! state of each tool is a file of its own: `limit`, `counts` (with its table of counted blocks, an `addr_table`), `forbid`,
+//! state of each tool is a file of its own: `limit`, `counts` (with its table of counted blocks, an `block_table`), `forbid`,
 //! and `armed`, the count of tools at work that the load reads.
 
 mod armed;

@@ -14,8 +14,8 @@ pub fn folded(snap: &Snapshot) -> Vec<String> {
     }
     let mut names: HashMap<usize, Vec<String>> = HashMap::new();
     let mut lines = Vec::new();
-    for (slot, s) in &snap.stacks {
-        let Some(&bytes) = live.get(slot) else {
+    for (entry, s) in &snap.stacks {
+        let Some(&bytes) = live.get(entry) else {
             continue;
         };
         let mut frames: Vec<String> = Vec::new();

@@ -149,10 +149,10 @@ fn is_allocator(name: &str) -> bool {
 
 /// Encodes the snapshot as a (not yet gzipped) profile.proto message.
 pub fn encode(snap: &Snapshot, interval: usize) -> Vec<u8> {
-    // Per stack slot: [alloc_objects, alloc_space, inuse_objects, inuse_space] (estimates).
+    // Per stack entry: [alloc_objects, alloc_space, inuse_objects, inuse_space] (estimates).
     let mut values: HashMap<u32, [f64; 4]> = HashMap::new();
-    for (slot, s) in &snap.stacks {
-        values.insert(*slot, [s.alloc_objects, s.alloc_bytes, 0.0, 0.0]);
+    for (entry, s) in &snap.stacks {
+        values.insert(*entry, [s.alloc_objects, s.alloc_bytes, 0.0, 0.0]);
     }
     for r in &snap.records {
         if let Some(v) = values.get_mut(&r.stack) {
@@ -168,11 +168,11 @@ pub fn encode(snap: &Snapshot, interval: usize) -> Vec<u8> {
     let mut location_msgs = Vec::new();
     let mut samples = Vec::new();
     let stacks: HashMap<u32, &Stack> = snap.stacks.iter().map(|(i, s)| (*i, s)).collect();
-    let mut slots: Vec<u32> = values.keys().copied().collect();
-    slots.sort_unstable();
-    for slot in slots {
-        let v = values[&slot];
-        let s = stacks[&slot];
+    let mut entries: Vec<u32> = values.keys().copied().collect();
+    entries.sort_unstable();
+    for entry in entries {
+        let v = values[&entry];
+        let s = stacks[&entry];
         let mut ids = Vec::new();
         for &ip in &s.frames[..s.depth as usize] {
             let (id, own) = *locations.entry(ip).or_insert_with(|| {

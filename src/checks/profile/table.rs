@@ -1,6 +1,6 @@
 //! The profiler's records, in memory it maps itself (never through the allocator):
 //!
-//! - one **record** per live sampled block, by address (an [`AddrTable`]): its size, its weight
+//! - one **record** per live sampled block, by address (an [`BlockTable`]): its size, its weight
 //!   (how many blocks of its size it stands for) and its stack; removed when the block is freed;
 //! - one **stack** entry per distinct call stack seen, with the cumulative allocations sampled
 //!   there (never removed, so the cumulative profile survives the blocks);
@@ -11,7 +11,7 @@
 //! All of it sits under one lock, a leaf: nothing else is locked, allocated or freed while it is
 //! held (the stack is walked before it is taken). `fork` takes it last (`fork.rs`).
 
-use crate::base::addr_table::AddrTable;
+use crate::base::block_table::BlockTable;
 use crate::base::lock::Lock;
 use crate::os;
 use core::ptr;
@@ -19,7 +19,7 @@ use core::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
 
 /// Frames kept per stack (the innermost ones).
 pub const MAX_FRAMES: usize = 48;
-/// log2 of the stack table's slots (at most 3/4 used).
+/// log2 of the stack table's entries (at most 3/4 used).
 const STACK_BITS: u32 = 15;
 /// log2 of the filter's buckets.
 const FILTER_BITS: u32 = 15;
@@ -30,7 +30,7 @@ pub struct Record {
     pub size: usize,
     /// Blocks of this size this one stands for (1 / the probability it was sampled).
     pub weight: f64,
-    /// Its slot in the stack table.
+    /// Its entry in the stack table.
     pub stack: u32,
 }
 
@@ -42,7 +42,7 @@ struct Sampled {
     stack: u32,
 }
 
-/// A distinct stack. `depth == 0`: an empty slot.
+/// A distinct stack. `depth == 0`: an empty entry.
 #[derive(Clone, Copy)]
 #[repr(C)]
 pub struct Stack {
@@ -57,7 +57,7 @@ pub struct Stack {
 
 struct Tables {
     /// The live sampled blocks.
-    records: AddrTable<Sampled>,
+    records: BlockTable<Sampled>,
     /// `1 << STACK_BITS` stacks, mapped at the first sample.
     stacks: *mut Stack,
     stack_count: usize,
@@ -71,7 +71,7 @@ struct Tables {
 unsafe impl Send for Tables {}
 
 static TABLES: Lock<Tables> = Lock::new(Tables {
-    records: AddrTable::new(),
+    records: BlockTable::new(),
     stacks: ptr::null_mut(),
     stack_count: 0,
     dropped: 0,
@@ -120,14 +120,14 @@ impl Tables {
             if s.is_null() {
                 return false;
             }
-            // Zeroed memory is a table of empty slots (depth 0).
+            // Zeroed memory is a table of empty entries (depth 0).
             self.stacks = s.cast();
         }
         true
     }
 
-    /// The slot of `frames` in the stack table (found or added), or None when it is full.
-    fn stack_slot(&mut self, frames: &[usize]) -> Option<u32> {
+    /// The entry of `frames` in the stack table (found or added), or None when it is full.
+    fn stack_entry(&mut self, frames: &[usize]) -> Option<u32> {
         let h = stack_hash(frames);
         let mask = (1usize << STACK_BITS) - 1;
         let mut i = (h as usize) & mask;
@@ -161,11 +161,11 @@ pub fn insert(addr: usize, size: usize, weight: f64, frames: &[usize]) {
         t.dropped += 1;
         return;
     }
-    let Some(stack) = t.stack_slot(frames) else {
+    let Some(stack) = t.stack_entry(frames) else {
         t.dropped += 1;
         return;
     };
-    // SAFETY: stack is a slot of the mapped stack table, under the lock.
+    // SAFETY: stack is an entry of the mapped stack table, under the lock.
     unsafe {
         let s = &mut *t.stacks.add(stack as usize);
         s.alloc_objects += weight;
@@ -207,7 +207,7 @@ pub fn live_bytes() -> f64 {
     TABLES.lock().live_bytes.max(0.0)
 }
 
-/// A copy of the tables for a dump: the live records, the stacks (by slot), samples dropped.
+/// A copy of the tables for a dump: the live records, the stacks (by entry), samples dropped.
 pub struct Snapshot {
     pub records: Vec<Record>,
     pub stacks: Vec<(u32, Stack)>,

@@ -1,5 +1,5 @@
 //! Allocation: the fast path (a pop from the current chunk's free list, no lock, no atomic), the
-//! slow path and its refill (in the order of DESIGN.md), the shared heap of threads whose exit hook
+//! slow path and its refill (in the order of the diagram in docs/how-it-works.md), the shared heap of threads whose exit hook
 //! already ran.
 
 use super::free::{flush_all, retire};
@@ -110,7 +110,7 @@ pub(super) unsafe fn alloc_from(h: *mut Heap, c: usize, size: usize) -> *mut u8 
 }
 
 /// Makes class `c`'s current chunk one with a slot on `free` and returns it (null when out of
-/// memory). The order of DESIGN.md: the current chunk's local and remote frees, never-used slots,
+/// memory). The order of the diagram in docs/how-it-works.md: the current chunk's local and remote frees, never-used slots,
 /// hinted full chunks, the next chunk with free slots, an abandoned chunk, the source.
 ///
 /// # Safety
@@ -185,7 +185,7 @@ unsafe fn refill(h: *mut Heap, c: usize) -> *mut Chunk {
     }
 }
 
-/// Collects chunk `ch`'s remote frees into its free list, counting them against `b`'s pending.
+/// Collects chunk `ch`'s remote frees into its free list, counting them against `b`'s cached slots.
 ///
 /// # Safety
 /// The caller owns `ch`, which belongs to bin `b`.
@@ -194,7 +194,7 @@ pub(super) unsafe fn collect(b: *mut Bin, ch: *mut Chunk) -> u32 {
     unsafe {
         let n = chunk::collect_remote(ch);
         if n > 0 {
-            owner_add(&(*b).pending, (n as usize).wrapping_neg());
+            owner_add(&(*b).cached, (n as usize).wrapping_neg());
         }
         n
     }

@@ -122,7 +122,7 @@ pub(super) unsafe fn retire(ch: *mut Chunk) {
 
 /// Remote frees of one class into one chunk, linked through the slots like a free list, waiting
 /// to be pushed onto the chunk's `remote` list with one CAS (snmalloc batches remote frees per
-/// destination the same way). A batched slot is already counted as freed in the heap's `pending`
+/// destination the same way). A batched slot is already counted as cached in the heap's `cached`
 /// (so `stats` is exact), and still counted in its chunk's `used` (so the chunk can neither be
 /// released nor change class while a batch holds its slots).
 pub(super) struct Batch {
@@ -172,7 +172,8 @@ static BATCH_LIMIT: [u32; NUM_CLASSES] = {
 /// A free by a thread that does not own the slot's chunk (or has no heap yet, or has exited).
 /// The slot joins this heap's batch for its class ([`Batch`]), unless the chunk has no owner (its
 /// thread exited: nobody allocates from it, and the source reaps it once it empties) or this
-/// thread has no heap: then it goes to the chunk at once.
+/// thread has exited (its heap is the static *exited* one): then it goes to the chunk at once. A
+/// thread with no heap yet takes one first.
 #[cold]
 #[inline(never)]
 // Arguments in the order the fast path holds them, as `alloc_slow`'s (alloc.rs).
@@ -192,17 +193,17 @@ unsafe fn free_remote(p: *mut u8, size: usize, h: *mut Heap, owner: *mut u8) {
         let was_full = unsafe { chunk::push_remote(ch, p.cast(), p.cast()) };
         hint_if_full(was_full, owner, c);
         if h == exited() {
-            ORPHAN[c].pending.fetch_add(1, Relaxed);
+            ORPHAN[c].cached.fetch_add(1, Relaxed);
         } else {
             // SAFETY: h is this thread's heap: its counters are ours to write.
-            unsafe { owner_add(&(*bin(h, c)).pending, 1) };
+            unsafe { owner_add(&(*bin(h, c)).cached, 1) };
         }
         return;
     }
     // SAFETY: h is this thread's heap (batches and counters are ours); p is ours to link until
     // its batch is pushed.
     unsafe {
-        owner_add(&(*bin(h, c)).pending, 1);
+        owner_add(&(*bin(h, c)).cached, 1);
         let b = batch(h, c);
         let s = p.cast::<FreeSlot>();
         if (*b).chunk == ch {

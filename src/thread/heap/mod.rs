@@ -7,20 +7,8 @@
 //! chunk, so the owner looks at its full list again), and `stats` walks its lists under its
 //! `lists` lock, which the owner takes only where a chunk changes place (never on a fast path).
 //!
-//! ```text
-//! alloc:  current.free ─ pop ─▶ slot                       (no lock, no atomic)
-//!           │ empty
-//!           ▼
-//!         local_free → free; remote → free (one swap); carve a page of never-used slots
-//!           │ still empty: the chunk is full (FULL on `remote`, onto the full list)
-//!           ▼
-//!         hinted full chunks back to avail; next avail chunk; adopt an abandoned chunk;
-//!         a chunk from the source (retained empty, spare, fresh)
-//! free:   owner == this heap ─▶ push local_free, used -= 1  (no lock, no atomic)
-//!         else ─▶ onto this heap's batch for the class (`Batch`), which goes onto the chunk's
-//!                 remote list with one CAS when full, when a free goes to another chunk, or on
-//!                 this thread's next slow path; the push that clears FULL sets owner.hint
-//! ```
+//! The path of an allocation and a free through these files, step by step: the diagram in
+//! `docs/how-it-works.md` (the only one).
 //!
 //! Heaps live in memory mapped once and never unmapped (a free list of heaps is reused by new
 //! threads), so a remote freer may follow a stale `owner` pointer: the worst it does is set a hint
@@ -37,7 +25,7 @@
 //! The files, along mimalloc's seams; each uses only this one and those listed above it:
 //!
 //! - `mod.rs`: the `Heap` and `Bin` types, the static *empty* and *exited* heaps, this thread's
-//!   slot and its heap's start ([`init_heap`]), where a chunk sits in a bin.
+//!   TLS word and its heap's start ([`init_heap`]), where a chunk sits in a bin.
 //! - `registry.rs`: the heap arena, the registry of live and free heaps, the orphan counters.
 //! - `free.rs`: the free fast path, the owner's slow free, an empty chunk retired, remote frees
 //!   and their batches.
@@ -80,8 +68,9 @@ use thread::thread_exited;
 /// are the live counts, summed over the heap's chunks by [`class_totals`].
 #[repr(C)]
 struct Bin {
-    /// Remote frees this thread made minus remote frees this heap collected (wrapping).
-    pending: AtomicUsize,
+    /// Cached slots: remote frees this thread made minus remote frees this heap collected
+    /// (wrapping).
+    cached: AtomicUsize,
     /// Slots the slow path put on this heap's current chunks' free lists for the fast path to
     /// hand out (owner load + store): the small part of `Stats::allocations`.
     supplied: AtomicUsize,
@@ -127,7 +116,7 @@ const fn new_heap() -> Heap {
         current: [chunk::dummy(); NUM_CLASSES],
         bins: [const {
             Bin {
-                pending: AtomicUsize::new(0),
+                cached: AtomicUsize::new(0),
                 supplied: AtomicUsize::new(0),
                 avail: ptr::null_mut(),
                 full: ptr::null_mut(),
@@ -168,11 +157,11 @@ const fn exited() -> *mut Heap {
 // This thread's heap: [`empty`] until its first allocation or free, [`exited`] after its exit hook.
 // Const-initialised, no destructor (see the re-entrance trap in DESIGN.md). The OS layer declares
 // it (on x86-64 Linux an initial-exec TLS word: one `mov` from `%fs`).
-os::thread_slot!(mod slot: Heap = EMPTY);
+os::tls_word!(mod tls: Heap = EMPTY);
 
 #[inline(always)]
 fn this_heap() -> *mut Heap {
-    slot::get()
+    tls::get()
 }
 
 #[inline(always)]
@@ -213,10 +202,10 @@ fn init_heap() -> *mut Heap {
     fork::install();
     let h = new_registered_heap();
     if h.is_null() {
-        slot::set(exited());
+        tls::set(exited());
         return exited();
     }
-    slot::set(h);
+    tls::set(h);
     register_exit_hook();
     h
 }

@@ -28,11 +28,11 @@ pub(super) static REGISTRY: Lock<Registry> = Lock::new(Registry {
 /// Bytes the heap arena maps at a time.
 const ARENA_BLOCK: usize = 256 * 1024;
 
-/// Counters of threads that exited (and remote frees of threads with no heap): pending and
-/// supplied per class, updated with atomic read-modify-writes.
+/// Counters of threads that exited (and their remote frees after exit): cached slots and
+/// supplied slots per class, updated with atomic read-modify-writes.
 pub(super) static ORPHAN: [Bin; NUM_CLASSES] = [const {
     Bin {
-        pending: AtomicUsize::new(0),
+        cached: AtomicUsize::new(0),
         supplied: AtomicUsize::new(0),
         avail: ptr::null_mut(),
         full: ptr::null_mut(),
@@ -99,7 +99,7 @@ pub(super) unsafe fn unregister(h: *mut Heap) {
         let mut r = REGISTRY.lock();
         for (c, o) in ORPHAN.iter().enumerate() {
             let b = bin(h, c);
-            o.pending.fetch_add((*b).pending.swap(0, Relaxed), Relaxed);
+            o.cached.fetch_add((*b).cached.swap(0, Relaxed), Relaxed);
             o.supplied
                 .fetch_add((*b).supplied.swap(0, Relaxed), Relaxed);
         }

@@ -117,23 +117,24 @@ pub(crate) fn large_totals() -> [usize; 4] {
 /// The counts of one class that `stats` starts from, as wrapping sums over the heaps.
 #[derive(Clone, Copy, Default)]
 pub(crate) struct ClassTotals {
-    /// `used` summed over the chunks the heaps own: live slots plus remote frees not yet collected.
+    /// `used` summed over the chunks the heaps own: live slots plus cached slots.
     pub(crate) used: usize,
     /// Live requested bytes of those chunks.
     pub(crate) requested: usize,
-    /// Remote frees not yet collected (from any chunk, the source's abandoned ones included).
-    pub(crate) pending: usize,
+    /// Cached slots: remote frees not yet collected (from any chunk, the source's abandoned
+    /// ones included).
+    pub(crate) cached: usize,
     /// Slots supplied to the fast paths since start.
     pub(crate) supplied: usize,
 }
 
 /// Per class: the counts of the chunks every heap owns (read from their headers, walking each
-/// heap's lists under its `lists` lock), remote frees not yet collected, slots supplied.
+/// heap's lists under its `lists` lock), cached slots, slots supplied.
 pub(crate) fn class_totals() -> [ClassTotals; NUM_CLASSES] {
     let mut t = [ClassTotals::default(); NUM_CLASSES];
     let r = REGISTRY.lock();
     for (c, o) in ORPHAN.iter().enumerate() {
-        t[c].pending = o.pending.load(Relaxed).wrapping_sub(source::collected(c));
+        t[c].cached = o.cached.load(Relaxed).wrapping_sub(source::collected(c));
         t[c].supplied = o.supplied.load(Relaxed);
     }
     let mut h = r.live;
@@ -145,7 +146,7 @@ pub(crate) fn class_totals() -> [ClassTotals; NUM_CLASSES] {
             let l = (*h).lists.lock();
             for (c, x) in t.iter_mut().enumerate() {
                 let b = bin(h, c);
-                x.pending = x.pending.wrapping_add((*b).pending.load(Relaxed));
+                x.cached = x.cached.wrapping_add((*b).cached.load(Relaxed));
                 x.supplied = x.supplied.wrapping_add((*b).supplied.load(Relaxed));
                 for first in [*current(h, c), (*b).avail, (*b).full] {
                     let mut ch = first;

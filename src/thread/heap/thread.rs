@@ -6,9 +6,7 @@
 use super::alloc::{alloc_from, collect, unfull_hinted};
 use super::free::{flush_all, free_slow, retire};
 use super::registry::{new_registered_heap, unregister};
-use super::{
-    Bin, Heap, bin, current, empty, exited, fork, owner_add, owner_add32, slot, this_heap,
-};
+use super::{Bin, Heap, bin, current, empty, exited, fork, owner_add, owner_add32, this_heap, tls};
 use crate::base::size_class::NUM_CLASSES;
 use crate::chunks::chunk::{self, Chunk, FreeSlot, unlink};
 use crate::memory::source;
@@ -24,7 +22,7 @@ pub(super) fn thread_exited() {
     if h == empty() || h == exited() {
         return;
     }
-    slot::set(exited());
+    tls::set(exited());
     // SAFETY: h was this thread's heap; from now on no thread uses it until it is reused.
     unsafe {
         flush_all(h);
@@ -172,20 +170,20 @@ pub(crate) unsafe fn owned_destroy(h: *mut Heap) {
     }
 }
 
-/// Routes the calling thread's allocations to `h` (`Heap::enter`): the thread's slot names `h`
+/// Routes the calling thread's allocations to `h` (`Heap::enter`): the thread's TLS word names `h`
 /// until [`owned_leave`], so `PoolAlloc`'s fast paths allocate from `h`'s chunks and free into
-/// them as its owner. Returns what the slot named before, for [`owned_leave`].
+/// them as its owner. Returns what the TLS word named before, for [`owned_leave`].
 ///
 /// # Safety
 /// The caller owns `h` (holds its `Heap`'s lock) until the matching [`owned_leave`], on this
 /// thread.
 pub(crate) unsafe fn owned_enter(h: *mut Heap) -> *mut Heap {
     let prev = this_heap();
-    slot::set(h);
+    tls::set(h);
     prev
 }
 
-/// Ends [`owned_enter`]: sends the remote frees batched in `h` meanwhile and gives the slot back
+/// Ends [`owned_enter`]: sends the remote frees batched in `h` meanwhile and gives the TLS word back
 /// to `prev`.
 ///
 /// # Safety
@@ -193,7 +191,7 @@ pub(crate) unsafe fn owned_enter(h: *mut Heap) -> *mut Heap {
 pub(crate) unsafe fn owned_leave(h: *mut Heap, prev: *mut Heap) {
     // SAFETY: the caller still owns h.
     unsafe { flush_all(h) };
-    slot::set(prev);
+    tls::set(prev);
 }
 
 /// Whether the calling thread's allocations go to `h` now (inside its `Heap::enter`).

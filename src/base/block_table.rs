@@ -1,14 +1,16 @@
-//! A map from block addresses to small values, in memory mapped from the OS (never the global
-//! allocator, which its users watch): the `hardened` set of live large blocks, the `testing`
-//! counts' table of counted blocks, the profiler's records of sampled blocks.
+//! The block table: a map from block addresses to small values, in memory mapped from the OS
+//! (never the global allocator, which its users watch): the `hardened` set of live large blocks,
+//! the `testing` counts' table of counted blocks, the profiler's records of sampled blocks.
 //!
 //! Open addressing with linear probing, at most half full, and backward-shift deletion (no
 //! tombstones, so a table that sees many frees does not fill with them). Address 0 marks an
-//! empty slot (no block lives there), so a fresh mapping, which reads as zero, is an empty table.
-//! It is mapped at the first insertion and doubles when half full; [`AddrTable::clear`] gives
+//! empty entry (no block lives there), so a fresh mapping, which reads as zero, is an empty table.
+//! It is mapped at the first insertion and doubles when half full; [`BlockTable::clear`] gives
 //! the memory back.
 //!
-//! Not synchronised: each user keeps its table under its own lock or in a thread-local.
+//! Not synchronised: each user keeps its table under its own lock or in a thread-local. Not to be
+//! confused with the address map (`chunks/addr_map.rs`), one byte per 256 KiB granule of the
+//! address space.
 
 // Each user is behind a feature and uses part of the interface (the profiler's only where it
 // records: `cfg(poolalloc_profiled)`, set by build.rs).
@@ -26,15 +28,15 @@
 use crate::os;
 use core::ptr;
 
-/// One slot: `addr == 0` marks it empty, and its `value` is then never read.
+/// One entry: `addr == 0` marks it empty, and its `value` is then never read.
 #[derive(Clone, Copy)]
 #[repr(C)]
-struct Slot<V> {
+struct Entry<V> {
     addr: usize,
     value: V,
 }
 
-/// Slots of the first mapping.
+/// Entries of the first mapping.
 const FIRST_CAPACITY: usize = 1024;
 
 /// The table could not grow: the OS refused the mapping (`bytes` long).
@@ -44,8 +46,8 @@ pub struct MapFailed {
 }
 
 /// Addresses (never 0) to values of type `V`.
-pub struct AddrTable<V: Copy> {
-    slots: *mut Slot<V>,
+pub struct BlockTable<V: Copy> {
+    entries: *mut Entry<V>,
     /// A power of two, or 0 while nothing is mapped.
     cap: usize,
     len: usize,
@@ -53,13 +55,13 @@ pub struct AddrTable<V: Copy> {
 
 // SAFETY: the table owns its mapping; whoever holds the table (under a lock, or one thread)
 // is the only one who reads or writes it.
-unsafe impl<V: Copy + Send> Send for AddrTable<V> {}
+unsafe impl<V: Copy + Send> Send for BlockTable<V> {}
 
-impl<V: Copy> AddrTable<V> {
+impl<V: Copy> BlockTable<V> {
     /// An empty table with nothing mapped.
     pub const fn new() -> Self {
-        AddrTable {
-            slots: ptr::null_mut(),
+        BlockTable {
+            entries: ptr::null_mut(),
             cap: 0,
             len: 0,
         }
@@ -70,7 +72,7 @@ impl<V: Copy> AddrTable<V> {
         self.len
     }
 
-    /// The home slot of `addr` in a table of `cap` slots: Fibonacci hashing (the product's top
+    /// The home entry of `addr` in a table of `cap` entries: Fibonacci hashing (the product's top
     /// bits) of the address without its low bits (blocks are at least 8-aligned, most 16).
     #[inline]
     fn home(addr: usize, cap: usize) -> usize {
@@ -79,23 +81,23 @@ impl<V: Copy> AddrTable<V> {
             as usize
     }
 
-    /// Slot `i`.
+    /// Entry `i`.
     ///
     /// # Safety
     /// `i < self.cap` (so the table is mapped).
     #[inline]
-    unsafe fn slot(&self, i: usize) -> *mut Slot<V> {
+    unsafe fn entry_at(&self, i: usize) -> *mut Entry<V> {
         debug_assert!(i < self.cap);
-        // SAFETY: i < cap, and cap slots are mapped at `slots` (caller).
-        unsafe { self.slots.add(i) }
+        // SAFETY: i < cap, and cap entries are mapped at `entries` (caller).
+        unsafe { self.entries.add(i) }
     }
 
-    /// The slot holding `addr`, or the empty slot that ends its probe run. The table is mapped.
+    /// The entry holding `addr`, or the empty entry that ends its probe run. The table is mapped.
     fn find(&self, addr: usize) -> usize {
         let mut i = Self::home(addr, self.cap);
         loop {
             // SAFETY: i is masked below cap.
-            let a = unsafe { (*self.slot(i)).addr };
+            let a = unsafe { (*self.entry_at(i)).addr };
             if a == addr || a == 0 {
                 return i;
             }
@@ -112,14 +114,14 @@ impl<V: Copy> AddrTable<V> {
         }
         let i = self.find(addr);
         // SAFETY: i < cap; the table is ours alone (see the type's docs).
-        let s = unsafe { &mut *self.slot(i) };
+        let s = unsafe { &mut *self.entry_at(i) };
         let old = if s.addr == addr {
             Some(s.value)
         } else {
             self.len += 1;
             None
         };
-        *s = Slot { addr, value };
+        *s = Entry { addr, value };
         Ok(old)
     }
 
@@ -130,8 +132,8 @@ impl<V: Copy> AddrTable<V> {
         }
         let mask = self.cap - 1;
         let mut hole = self.find(addr);
-        // SAFETY: find returns a slot below cap.
-        let found = unsafe { *self.slot(hole) };
+        // SAFETY: find returns an entry below cap.
+        let found = unsafe { *self.entry_at(hole) };
         if found.addr != addr {
             return None;
         }
@@ -141,7 +143,7 @@ impl<V: Copy> AddrTable<V> {
         loop {
             j = (j + 1) & mask;
             // SAFETY: j is masked below cap.
-            let e = unsafe { *self.slot(j) };
+            let e = unsafe { *self.entry_at(j) };
             if e.addr == 0 {
                 break;
             }
@@ -153,40 +155,40 @@ impl<V: Copy> AddrTable<V> {
             };
             if !stays {
                 // SAFETY: hole is below cap (find's, or an earlier masked j); the table is ours.
-                unsafe { *self.slot(hole) = e };
+                unsafe { *self.entry_at(hole) = e };
                 hole = j;
             }
         }
         // SAFETY: as above.
-        unsafe { (*self.slot(hole)).addr = 0 };
+        unsafe { (*self.entry_at(hole)).addr = 0 };
         self.len -= 1;
         Some(found.value)
     }
 
-    /// Doubles the table (or maps its first slots), moving every entry.
+    /// Doubles the table (or maps its first entries), moving every entry.
     fn grow(&mut self) -> Result<(), MapFailed> {
         let cap = (self.cap * 2).max(FIRST_CAPACITY);
-        let bytes = cap * size_of::<Slot<V>>();
-        let p = os::map(bytes).cast::<Slot<V>>();
+        let bytes = cap * size_of::<Entry<V>>();
+        let p = os::map(bytes).cast::<Entry<V>>();
         if p.is_null() {
             return Err(MapFailed { bytes });
         }
-        // A fresh mapping reads as zero: every slot is empty.
+        // A fresh mapping reads as zero: every entry is empty.
         let old = core::mem::replace(
             self,
-            AddrTable {
-                slots: p,
+            BlockTable {
+                entries: p,
                 cap,
                 len: 0,
             },
         );
         for i in 0..old.cap {
-            // SAFETY: i < old.cap, a slot of the old mapping, still mapped.
-            let e = unsafe { *old.slot(i) };
+            // SAFETY: i < old.cap, an entry of the old mapping, still mapped.
+            let e = unsafe { *old.entry_at(i) };
             if e.addr != 0 {
                 let j = self.find(e.addr);
                 // SAFETY: j < cap; the new mapping is ours alone.
-                unsafe { *self.slot(j) = e };
+                unsafe { *self.entry_at(j) = e };
                 self.len += 1;
             }
         }
@@ -199,7 +201,7 @@ impl<V: Copy> AddrTable<V> {
         if self.cap != 0 {
             // SAFETY: the mapping was made by `grow` with this size, and `self` (its only
             // reference) is consumed here.
-            unsafe { os::unmap(self.slots.cast(), self.cap * size_of::<Slot<V>>()) };
+            unsafe { os::unmap(self.entries.cast(), self.cap * size_of::<Entry<V>>()) };
         }
     }
 
@@ -211,8 +213,8 @@ impl<V: Copy> AddrTable<V> {
     /// Calls `f` with every entry, in no particular order.
     pub fn for_each(&self, mut f: impl FnMut(usize, V)) {
         for i in 0..self.cap {
-            // SAFETY: i < cap; a value is read only from a slot that holds an entry.
-            let s = unsafe { *self.slot(i) };
+            // SAFETY: i < cap; a value is read only from an entry that is in use.
+            let s = unsafe { *self.entry_at(i) };
             if s.addr != 0 {
                 f(s.addr, s.value);
             }
@@ -220,15 +222,15 @@ impl<V: Copy> AddrTable<V> {
     }
 }
 
-impl<V: Copy> Default for AddrTable<V> {
+impl<V: Copy> Default for BlockTable<V> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<V: Copy> core::fmt::Debug for AddrTable<V> {
+impl<V: Copy> core::fmt::Debug for BlockTable<V> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("AddrTable")
+        f.debug_struct("BlockTable")
             .field("len", &self.len)
             .field("cap", &self.cap)
             .finish()
@@ -243,7 +245,7 @@ mod tests {
     /// shift probe runs, with addresses that collide in their low bits.
     #[test]
     fn the_table_agrees_with_a_model() {
-        let mut t = AddrTable::<u64>::new();
+        let mut t = BlockTable::<u64>::new();
         let mut model: std::vec::Vec<(usize, u64)> = std::vec::Vec::new();
         let mut x: u64 = 0x2545_F491_4F6C_DD1D;
         for step in 0..20_000u64 {
