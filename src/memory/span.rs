@@ -606,6 +606,8 @@ pub(crate) mod tests {
     )]
     fn blocks_are_found_reused_and_expired() {
         let _turn = turn();
+        // Spans an earlier test left waiting would serve the first request (not fresh then).
+        expire(os::now_ms(), 0);
         let (p, fresh) = alloc(100_000, 16);
         assert!(!p.is_null() && fresh);
         assert_eq!(addr_map::kind_of(p), Kind::Span);
