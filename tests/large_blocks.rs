@@ -83,7 +83,6 @@ fn freed_large_blocks_go_back_to_the_os() {
     built.wait();
     let peak = rss();
     let grown = peak.saturating_sub(start);
-    assert!(grown > 40 << 20, "expected a large heap, grew {grown}");
     freed.wait();
     dropper.join().unwrap();
     std::thread::sleep(std::time::Duration::from_secs(1));
@@ -97,9 +96,13 @@ fn freed_large_blocks_go_back_to_the_os() {
         after >> 10
     );
     if let Some(why) = rss::not_the_programs() {
+        // Under qemu-user the emulator's RSS moves with its own heap and code cache: its growth
+        // at the peak was 12 to 114 MiB in 2026-11-26's armv7 runs for the same ~96 MiB of
+        // buffers, so neither assertion below says anything there.
         eprintln!("RSS assertions skipped: {why}");
         return;
     }
+    assert!(grown > 40 << 20, "expected a large heap, grew {grown}");
     assert!(
         after.saturating_sub(start) * 10 <= grown,
         "after freeing every large block RSS is {} MiB above the start (peak {} MiB above)\n{}",
