@@ -212,8 +212,6 @@ fn gather(s: &mut Stats) {
         live_blocks += cs.live_slots;
         s.classes[c] = cs;
     }
-    // A snapshot racing with frees on other threads can see a transiently "negative" sum.
-    let clamp = |x: usize| if x > isize::MAX as usize { 0 } else { x };
     let [blocks, bytes, allocated, allocated_bytes] = heap::large_totals().map(clamp);
     (s.large_blocks, s.large_bytes) = (blocks, bytes);
     s.allocations = s.allocations.wrapping_add(allocated);

@@ -8,10 +8,10 @@
 //! granules are marked there; a system block's are not), so the setting may change at any time.
 //!
 //! Not counted here: the callers count through their thread's heap (`heap::large_alloc` & co.,
-//! no atomic read-modify-write). The memory promise holds either way: freed spans wait at most the purge delay
-//! (`span::expire`, from the purger's tick); a system block freed tells the purger, which trims the
-//! system allocator once the program stopped freeing large blocks for the purge delay (see
-//! `purger.rs`).
+//! no atomic read-modify-write). The memory promise holds either way: freed spans wait at most
+//! the purge delay (`span::expire`, from the purger's tick); a system block freed tells the purger,
+//! which trims the system allocator once the program stopped freeing large blocks for the purge
+//! delay (see `purger.rs`).
 
 use crate::base::settings::{self, LargeBlocks};
 use crate::chunks::addr_map::{self, Kind};

@@ -77,7 +77,8 @@ pub fn enter(run: impl FnOnce(&str)) {
         unsafe extern "C" {
             fn exit(code: core::ffi::c_int) -> !;
         }
-        // SAFETY: the C library's exit, with no precondition; the process ends here.
+        // SAFETY: `exit` is called once, by the thread that ran the case (no other thread of a
+        // child calls it); it ends the process after the handlers, as a return from `main` does.
         unsafe { exit(RETURNED) }
     }
 }
