@@ -77,6 +77,8 @@ impl Chunk {
     fn push(&self, ids: &[usize]) -> bool {
         for w in ids.windows(2) {
             let next = self.addr(w[1]);
+            // SAFETY: the slot is this thread's until the push below publishes it; loom's cell
+            // checks that no other thread touches it meanwhile.
             self.slots[w[0]].next.with_mut(|p| unsafe { *p = next });
         }
         let tail = &self.slots[*ids.last().unwrap()];
@@ -95,6 +97,8 @@ impl Chunk {
         while a != 0 {
             let s = Self::slot(a);
             out.push(s.id);
+            // SAFETY: the taken list is this thread's; its links were written before the push
+            // that published them (Release, seen by take's Acquire), as loom's cell checks.
             a = s.next.with(|p| unsafe { *p });
         }
         out
