@@ -14,6 +14,16 @@ fn child() {
     if std::env::var_os("POOLALLOC_TEST_SET_DELAY").is_some() {
         poolalloc::set_purge_delay(Duration::from_millis(7));
     }
+    if std::env::var_os("POOLALLOC_TEST_PRINT_IDS").is_some() {
+        // Who the process is: real, effective, saved and file-system IDs (the setuid case).
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        for l in status.lines().filter(|l| l.starts_with("Uid:")) {
+            println!("ids {}", l.split_whitespace().collect::<Vec<_>>().join(" "));
+        }
+    }
+    if let Some(what) = std::env::var_os("POOLALLOC_TEST_PLANT") {
+        plant(what.to_str().unwrap());
+    }
     let v: Vec<u64> = (0..1000).collect(); // allocate a little
     println!(
         "delay={} retained={} sum={} huge={:?} large={:?}",
@@ -23,6 +33,21 @@ fn child() {
         poolalloc::huge_pages(),
         poolalloc::large_blocks()
     );
+}
+
+/// Puts something where this process's exit profile will go (`<POOLALLOC_PROF>.<pid>.pb.gz`),
+/// as an attacker who guesses the pid would: `file` (a file of its own, which must keep its
+/// contents) or `link:<target>` (a symbolic link to a file that must not be written through it).
+fn plant(what: &str) {
+    let prefix = std::env::var("POOLALLOC_PROF").unwrap();
+    let at = format!("{prefix}.{}.pb.gz", std::process::id());
+    match what.strip_prefix("link:") {
+        #[cfg(unix)]
+        Some(target) => std::os::unix::fs::symlink(target, &at).unwrap(),
+        #[cfg(not(unix))]
+        Some(_) => unreachable!("links are planted on Unix only"),
+        None => std::fs::write(&at, b"the planter's own file").unwrap(),
+    }
 }
 
 /// Runs the child with `env` (and nothing else of ours), through the runner the test scripts
@@ -223,19 +248,8 @@ fn prof_writes_a_profile_at_exit_or_says_why_not() {
     assert_eq!(seen(&out), (250, 1));
     // The one exit hook runs both: the statistics, and the profile.
     assert!(err.contains("poolalloc: stats at exit"), "{err}");
-    let files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .collect();
-    let profiled = cfg!(all(
-        feature = "profiling",
-        target_pointer_width = "64",
-        any(
-            target_os = "linux",
-            target_os = "macos",
-            target_os = "freebsd"
-        )
-    ));
+    let files = names_in(&dir);
+    let profiled = PROFILED;
     let w: Vec<&str> = warnings(&err)
         .into_iter()
         .filter(|l| !l.contains("stats at exit"))
@@ -261,4 +275,192 @@ fn prof_writes_a_profile_at_exit_or_says_why_not() {
         w[0].contains("POOLALLOC_PROF_INTERVAL=often is not a whole number"),
         "{err}"
     );
+}
+
+/// Whether this build's profiler records (the feature, on a platform it samples on).
+const PROFILED: bool = cfg!(all(
+    feature = "profiling",
+    target_pointer_width = "64",
+    any(
+        target_os = "linux",
+        target_os = "macos",
+        target_os = "freebsd"
+    )
+));
+
+fn names_in(dir: &std::path::Path) -> Vec<std::ffi::OsString> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    v.sort();
+    v
+}
+
+/// The exit profile is created new: a file already at its path keeps its contents, a symbolic
+/// link there is not followed (its target is not created, nor written if it exists), and one
+/// line says why no profile was written.
+#[cfg(unix)]
+#[test]
+fn the_exit_profile_follows_no_link_and_overwrites_no_file() {
+    if !PROFILED {
+        return; // no profile is written at all (the test above checks the message)
+    }
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("settings-plant");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let prefix = dir.join("heap");
+    let prof = prefix.to_str().unwrap();
+    let victim = dir.join("victim");
+    std::fs::write(&victim, b"precious").unwrap();
+    let absent = dir.join("absent");
+    for (plant, target) in [("link:", &victim), ("link:", &absent)] {
+        let what = format!("{plant}{}", target.display());
+        let (_, err) = run(&[("POOLALLOC_PROF", prof), ("POOLALLOC_TEST_PLANT", &what)]);
+        let w = warnings(&err);
+        assert_eq!(w.len(), 1, "{err}");
+        assert!(
+            w[0].contains("profile not written to") && w[0].contains("exists"),
+            "{err}"
+        );
+    }
+    assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+    assert!(!absent.exists(), "a dangling link was followed");
+    let (_, err) = run(&[("POOLALLOC_PROF", prof), ("POOLALLOC_TEST_PLANT", "file")]);
+    assert_eq!(warnings(&err).len(), 1, "{err}");
+    for name in names_in(&dir) {
+        let path = dir.join(&name);
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        if meta.is_file() && name != "victim" {
+            assert_eq!(
+                std::fs::read(&path).unwrap(),
+                b"the planter's own file",
+                "{name:?}"
+            );
+        }
+    }
+    // Without a plant, the profile is written, readable by its owner only.
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (_, err) = run(&[("POOLALLOC_PROF", prof)]);
+    assert!(warnings(&err).is_empty(), "{err}");
+    let files = names_in(&dir);
+    assert_eq!(files.len(), 1, "{files:?}");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(dir.join(&files[0]))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+}
+
+/// A set-user-ID copy of this binary, owned by root and started by `nobody` (uid 65534) through
+/// `setpriv`: the kernel marks the process `AT_SECURE`, and every `POOLALLOC_*` it was given is
+/// ignored. Nothing is written into a directory only root may write (the profile of
+/// `POOLALLOC_PROF`, the vulnerability this guards against), the settings stay the defaults, and
+/// the statistics and verbose lines are not printed: one line says the settings were ignored. The
+/// same copy started by root (not privileged: real and effective IDs agree) honours them, so the
+/// environment given is one that would have written.
+///
+/// It needs root (CI runs the tests as root and sets `POOLALLOC_TEST_REQUIRE_ROOT=1`, which
+/// makes its absence a failure), `setpriv` (util-linux), and a file system that honours setuid.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_privileged_process_ignores_the_environment() {
+    use std::os::unix::fs::PermissionsExt;
+    let required = std::env::var_os("POOLALLOC_TEST_REQUIRE_ROOT").is_some();
+    let root = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"));
+    if child::emulator().is_some() {
+        // qemu-user runs the copy as a file it reads: the setuid bit would be the emulator's.
+        eprintln!("skipped: under an emulator");
+        return;
+    }
+    if !root {
+        assert!(
+            !required,
+            "POOLALLOC_TEST_REQUIRE_ROOT is set, but this test runs as a user other than root"
+        );
+        eprintln!("skipped: needs root (to make a setuid-root copy)");
+        return;
+    }
+    // A directory every user can enter (the checkout may sit under a private home), holding the
+    // setuid copy and a directory only root may write.
+    let dir = std::env::temp_dir().join(format!("poolalloc-setuid-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let exe = dir.join("settings-setuid");
+    std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    let victim = dir.join("victim");
+    std::fs::create_dir(&victim).unwrap();
+    std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let prefix = victim.join("owned");
+    let env = [
+        ("POOLALLOC_PROF", prefix.to_str().unwrap()),
+        ("POOLALLOC_PROF_INTERVAL", "0"),
+        ("POOLALLOC_SHOW_STATS", "1"),
+        ("POOLALLOC_VERBOSE", "1"),
+        ("POOLALLOC_PURGE_DELAY_MS", "40"),
+        ("POOLALLOC_TEST_PRINT_IDS", "1"),
+    ];
+    let start = |as_nobody: bool| {
+        let mut cmd = if as_nobody {
+            let mut c = std::process::Command::new("setpriv");
+            c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]);
+            c.arg(&exe);
+            c
+        } else {
+            std::process::Command::new(&exe)
+        };
+        cmd.args(["--exact", "the_child", "--nocapture", "--test-threads=1"]);
+        cmd.current_dir(&dir).env(child::CASE, "settings");
+        for (k, _) in std::env::vars() {
+            if k.starts_with("POOLALLOC_") && !k.starts_with("POOLALLOC_TEST_") {
+                cmd.env_remove(k);
+            }
+        }
+        cmd.envs(env);
+        let o = cmd.output().expect("run setpriv (util-linux)");
+        let (out, err) = (
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        );
+        assert!(
+            child::returned(&o.status),
+            "child failed: {}\n{out}\n{err}",
+            o.status
+        );
+        (out, err)
+    };
+
+    let (out, err) = start(true);
+    let ids = out.lines().find_map(|l| l.find("ids ").map(|i| &l[i..]));
+    assert_eq!(
+        ids,
+        Some("ids Uid: 65534 0 0 0"),
+        "the copy did not run setuid root (a file system mounted nosuid?):\n{out}\n{err}"
+    );
+    assert_eq!(seen(&out), (250, 1), "{out}");
+    let w = warnings(&err);
+    assert_eq!(w.len(), 1, "{err}");
+    assert!(
+        w[0].contains("5 POOLALLOC_* setting(s) ignored: the process is privileged"),
+        "{err}"
+    );
+    assert!(names_in(&victim).is_empty(), "{:?}", names_in(&victim));
+    let mut all = names_in(&dir);
+    all.sort();
+    assert_eq!(all, ["settings-setuid", "victim"], "written beside it");
+
+    // The control: the same copy and environment, started by root, is not privileged.
+    let (out, err) = start(false);
+    assert!(out.contains("ids Uid: 0 0 0 0"), "{out}");
+    assert_eq!(seen(&out), (40, 1), "{out}");
+    assert!(err.contains("poolalloc: stats at exit"), "{err}");
+    assert_eq!(names_in(&victim).len(), usize::from(PROFILED), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }

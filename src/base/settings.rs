@@ -16,6 +16,10 @@
 //! | `POOLALLOC_HUGE_PAGES` | when new 4 MiB regions of chunks ask for transparent huge pages (Linux): `off`, `on` (every region), or a number N (regions mapped once N MiB of chunks were) | off |
 //! | `POOLALLOC_LARGE_BLOCKS` | where `PoolAlloc`'s blocks above the largest size class come from: `system` (the system allocator), `system-kept` (the same, told to keep freed blocks for reuse) or `spans` (poolalloc's own mappings) | see [`LargeBlocks`] |
 //!
+//! A privileged process (set-user-ID, set-group-ID or file capabilities: Linux's `AT_SECURE`,
+//! `issetugid` on the BSDs and macOS) ignores every `POOLALLOC_*` variable, with one line on
+//! stderr saying so: whoever starts it controls its environment. Settings made in code apply.
+//!
 //! A `POOLALLOC_` name that is not in the table, or a value that does not parse, gets one warning
 //! line on stderr naming it, and the default stays: never a crash, never silence. (Names under
 //! `POOLALLOC_TEST_` and `POOLALLOC_BENCH_` belong to this project's own test and benchmark
@@ -337,13 +341,13 @@ pub(crate) fn load() {
 }
 
 fn read_env() {
+    if os::privileged() {
+        return refuse_env();
+    }
     os::for_each_env(&mut |entry| {
-        let Some(rest) = entry.strip_prefix(b"POOLALLOC_") else {
+        let Some(rest) = ours(entry) else {
             return;
         };
-        if rest.starts_with(b"TEST_") || rest.starts_with(b"BENCH_") {
-            return; // reserved for poolalloc's own test and benchmark harnesses
-        }
         let eq = rest.iter().position(|&b| b == b'=').unwrap_or(rest.len());
         let (name, value) = (&rest[..eq], rest.get(eq + 1..).unwrap_or(b""));
         match name {
@@ -373,6 +377,29 @@ fn read_env() {
             large_blocks_raw(),
             HugePages::from_raw(HUGE_PAGES.value.load(Relaxed)),
             os::BACKEND
+        ));
+    }
+}
+
+/// The part after `POOLALLOC_` of an environment entry that is one of our settings (names under
+/// `POOLALLOC_TEST_` and `POOLALLOC_BENCH_` are reserved for poolalloc's own test and benchmark
+/// harnesses, which read them themselves).
+fn ours(entry: &[u8]) -> Option<&[u8]> {
+    let rest = entry.strip_prefix(b"POOLALLOC_")?;
+    (!rest.starts_with(b"TEST_") && !rest.starts_with(b"BENCH_")).then_some(rest)
+}
+
+/// In a privileged process (setuid, setgid, file capabilities: [`os::privileged`]) the
+/// environment belongs to whoever started it, who may not be trusted with what the settings
+/// steer (files written, memory kept, messages): every `POOLALLOC_*` is ignored, as glibc
+/// ignores its `MALLOC_*` tunables there. Settings made in code still apply. One line on stderr
+/// says so when any was set, naming none of their values.
+fn refuse_env() {
+    let mut seen = 0usize;
+    os::for_each_env(&mut |entry| seen += ours(entry).is_some() as usize);
+    if seen > 0 {
+        say(format_args!(
+            "{seen} POOLALLOC_* setting(s) ignored: the process is privileged (setuid, setgid or file capabilities)"
         ));
     }
 }

@@ -154,6 +154,11 @@ pub fn fatal_write_and_abort(msg: &[u8]) -> ! {
 /// No environment is read here (`std::env` allocates).
 pub fn for_each_env(_f: &mut dyn FnMut(&[u8])) {}
 
+/// No process here gains privileges from how it was started (no setuid, no environment read).
+pub fn privileged() -> bool {
+    false
+}
+
 pub fn at_exit(_hook: fn()) {}
 
 /// Nothing runs at start here: the settings are read at their first use instead.

@@ -59,6 +59,9 @@
 //!   addresses). [`now_ms`]: a coarse monotonic clock. [`rss_bytes`]: the resident set.
 //! - [`write_stderr`], [`fatal_write_and_abort`]: a message to stderr without allocating (and
 //!   then abort). [`for_each_env`]: the environment's entries, read without allocating.
+//!   [`privileged`]: whether the process runs with privileges its invoker lacks (setuid,
+//!   setgid, file capabilities: Linux's `AT_SECURE`, the BSDs' and macOS's `issetugid`), so
+//!   that nothing from the environment may steer it.
 //!   [`at_exit`]: a hook when the process exits normally; [`run_at_start!`]: a function run
 //!   before `main` (or when the shared library is loaded).
 //! - [`is_stack_or_image`], [`is_unmapped`]: whether a pointer is certainly no heap memory
@@ -139,8 +142,9 @@ pub use imp::watch_user_signal;
 #[allow(unused_imports)]
 pub use imp::{
     BACKEND, PARTIAL_UNMAP, RETURNS_MEMORY, at_exit, at_fork, copy_readable, fatal_write_and_abort,
-    for_each_env, keep_stderr, keep_system_allocator_blocks, now_ms, random_seed, rss_bytes,
-    sleep_ms, spawn_purger, trim_system_allocator, watch_thread_exit, write_stderr, yield_now,
+    for_each_env, keep_stderr, keep_system_allocator_blocks, now_ms, privileged, random_seed,
+    rss_bytes, sleep_ms, spawn_purger, trim_system_allocator, watch_thread_exit, write_stderr,
+    yield_now,
 };
 pub(crate) use imp::{run_at_start, tls_word};
 #[cfg(poolalloc_port = "windows")]

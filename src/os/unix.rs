@@ -718,6 +718,46 @@ pub fn for_each_env(f: &mut dyn FnMut(&[u8])) {
     }
 }
 
+/// Whether the process was started with privileges its invoker lacks: set-user-ID or
+/// set-group-ID, or file capabilities (what the dynamic loader calls secure mode, and glibc
+/// ignores its `MALLOC_*` tunables in). Linux: the kernel's `AT_SECURE` in the auxiliary vector,
+/// set at `exec`; the BSDs and macOS: `issetugid`, which stays true after such a process drops
+/// its privileges. Elsewhere, conservatively, real and effective IDs that differ.
+pub fn privileged() -> bool {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        // SAFETY: getauxval reads the auxiliary vector the kernel gave the process; 0 when the
+        // entry is missing (a kernel too old to give it, which had no secure mode either).
+        unsafe { libc::getauxval(libc::AT_SECURE) != 0 }
+    }
+    #[cfg(any(
+        target_os = "macos",
+        target_os = "ios",
+        target_os = "freebsd",
+        target_os = "openbsd",
+        target_os = "netbsd",
+        target_os = "dragonfly"
+    ))]
+    {
+        // SAFETY: issetugid has no preconditions.
+        unsafe { libc::issetugid() != 0 }
+    }
+    #[cfg(not(any(
+        target_os = "linux",
+        target_os = "android",
+        target_os = "macos",
+        target_os = "ios",
+        target_os = "freebsd",
+        target_os = "openbsd",
+        target_os = "netbsd",
+        target_os = "dragonfly"
+    )))]
+    {
+        // SAFETY: these four calls have no preconditions and cannot fail.
+        unsafe { libc::getuid() != libc::geteuid() || libc::getgid() != libc::getegid() }
+    }
+}
+
 /// Declares that `$f` (a `fn()`) runs when the program starts (when the library is loaded, for
 /// a shared library), before `main`: a pointer to it in the platform's constructor section
 /// (`.init_array`, `__mod_init_func`). rustc keeps `#[used]` statics of dependencies linked.

@@ -399,6 +399,12 @@ pub fn fatal_write_and_abort(msg: &[u8]) -> ! {
     std::process::abort()
 }
 
+/// Windows has no setuid: a process runs with its starter's token (an elevated one is started
+/// elevated by its user, who also sets its environment), so none is privileged in this sense.
+pub fn privileged() -> bool {
+    false
+}
+
 /// Calls `f` with each `NAME=VALUE` entry of the environment block (ANSI), without allocating.
 pub fn for_each_env(f: &mut dyn FnMut(&[u8])) {
     // SAFETY: the block is a sequence of NUL-terminated strings ended by an empty one; it is ours

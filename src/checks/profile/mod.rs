@@ -133,13 +133,39 @@ pub fn running() -> bool {
 /// Writes the profile to `path` in pprof's format (gzipped profile.proto), symbolized; read it
 /// with `go tool pprof` (or `pprof`), e.g. `go tool pprof -top -sample_index=inuse_space path`.
 /// Allocates (nothing it allocates is sampled).
+///
+/// The path is the caller's choice and is opened as `File::create` opens it (an existing file is
+/// replaced). The profiles the profiler writes by itself, at exit and on demand, are only ever
+/// created new (see [`Dumps`]).
 pub fn dump(path: impl AsRef<Path>) -> Result<(), Error> {
+    write_gz(|| std::fs::File::create(path))
+}
+
+/// Writes the profile to `path`, a file created new: see [`create_new`].
+pub(crate) fn dump_new(path: impl AsRef<Path>) -> Result<(), Error> {
+    write_gz(|| create_new(path.as_ref()))
+}
+
+/// Encodes the profile, then opens the file (nothing is created when there is no profile).
+fn write_gz(open: impl FnOnce() -> io::Result<std::fs::File>) -> Result<(), Error> {
     let bytes = encode()?;
-    let file = std::fs::File::create(path)?;
-    let mut gz = flate2::write::GzEncoder::new(file, flate2::Compression::default());
+    let mut gz = flate2::write::GzEncoder::new(open()?, flate2::Compression::default());
     gz.write_all(&bytes)?;
     gz.finish()?;
     Ok(())
+}
+
+/// Opens `path` for a file the allocator writes by itself (its path built from a prefix the
+/// environment or `dump_on` gave): created new or not at all (`O_CREAT | O_EXCL`, which refuses a
+/// symbolic link at the path, dangling or not, so a link planted where the next profile goes is
+/// never followed, and an existing file is never truncated), readable by its owner only (mode
+/// 0600 on Unix: a heap profile shows the program's call stacks and sizes).
+fn create_new(path: &Path) -> io::Result<std::fs::File> {
+    let mut o = std::fs::OpenOptions::new();
+    o.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+    o.open(path)
 }
 
 /// When the profiler writes profiles by itself, besides [`dump`] calls and the exit dump of
@@ -147,6 +173,10 @@ pub fn dump(path: impl AsRef<Path>) -> Result<(), Error> {
 /// process. The environment says the same with `POOLALLOC_PROF` (the prefix, and the profiler
 /// started at start-up), `POOLALLOC_PROF_PEAK`, `POOLALLOC_PROF_SIGNAL` and
 /// `POOLALLOC_PROF_EVERY_S`; [`dump_on`] wins over it.
+///
+/// Each file is created new, readable by its owner only: a file or a symbolic link already at
+/// the path is left as it is (never followed, never truncated), and that profile is not written
+/// (one line on stderr says so). The exit dump (`<prefix>.<pid>.pb.gz`) is written the same way.
 ///
 /// A thread of the profiler's own (`poolalloc-prof`) looks every 50 ms and writes what is due, so
 /// nothing is written in an allocating thread or in a signal handler; a peak that lasts less than
@@ -282,7 +312,7 @@ pub(crate) fn dump_at_exit() {
     }
     let mut path = String::from_utf8_lossy(&prefix[..n]).into_owned();
     path.push_str(&format!(".{}.pb.gz", std::process::id()));
-    if let Err(e) = dump(&path) {
+    if let Err(e) = dump_new(&path) {
         crate::base::settings::say(format_args!("profile not written to {path}: {e}"));
     }
 }

@@ -111,7 +111,7 @@ fn write() {
         String::from_utf8_lossy(&prefix[..n]),
         std::process::id()
     );
-    match super::dump(&path) {
+    match super::dump_new(&path) {
         Ok(()) => WRITTEN.store(seq, Relaxed),
         Err(e) => settings::say(format_args!("profile not written to {path}: {e}")),
     }
