@@ -1,6 +1,6 @@
 //! Where memory comes from and goes: chunks (`source`: fresh regions, spares, retained empty and
-//! abandoned chunks, the purger's work), spans (`span`: a mapping per large block of the
-//! size-less interface) and large blocks (`large`: the system allocator or spans).
+//! abandoned chunks, the purger's work), spans (`span`: a mapping, or a piece of one, per large
+//! block; `span_cache`: the freed ones waiting for reuse) and large blocks (`large`: the system allocator or spans).
 //!
 //! Every byte a block can live in comes from here. The allocator's own bookkeeping maps from `os`
 //! where it lives, never handing out a byte of it: the address map (`chunks::addr_map`, one
@@ -11,3 +11,4 @@
 pub(crate) mod large;
 pub(crate) mod source;
 pub(crate) mod span;
+pub(crate) mod span_cache;
