@@ -159,7 +159,7 @@ fn large(out: &str) -> &str {
 
 #[test]
 fn large_blocks_source_is_chosen_by_name_and_a_bad_name_warns() {
-    let default = if cfg!(all(target_os = "linux", target_env = "musl")) {
+    let default = if cfg!(target_os = "linux") {
         "Spans"
     } else {
         "System"

@@ -80,12 +80,15 @@ static LARGE_BLOCKS: Setting = Setting::new(LargeBlocks::DEFAULT as usize);
 /// a class gives) come from. Whatever the setting is when a block is freed or reallocated, that is
 /// done where the block came from (a span is recognised by the address map, not by the setting).
 ///
-/// The default is [`Spans`](LargeBlocks::Spans) on Linux with musl (whose malloc maps and unmaps
-/// every large block) and [`System`](LargeBlocks::System) elsewhere, glibc included:
-/// [`SystemKept`](LargeBlocks::SystemKept) takes two thirds of the faults off programs that grow
-/// and drop buffers of 128 KiB to a few MiB, but threads' arenas then keep up to 8 MiB each past
-/// the purger's trim (27 MiB of 248 a second after `tests/stats.rs` freed everything).
-/// `benches/results/large-blocks-rust.md` has the figures behind it. (Where `PoolAlloc` is the system allocator itself, on targets
+/// The default is [`Spans`](LargeBlocks::Spans) on Linux, glibc and musl alike, and
+/// [`System`](LargeBlocks::System) elsewhere (not measured there). On glibc, since freed spans are
+/// cut to size, joined again and kept in proportion to the live ones, spans took the report's
+/// large-buffers to 0.70 of the system allocator's time with 0.57 of its faults, markdown-html and
+/// rust-collections to half and two thirds of its faults, and no workload above 1.0 in CPU time
+/// beyond noise; musl's malloc maps and unmaps every large block, so there it was never close.
+/// [`SystemKept`](LargeBlocks::SystemKept) takes faults off too, but threads' arenas then keep up
+/// to 8 MiB each past the purger's trim (27 MiB of 248 a second after `tests/stats.rs` freed
+/// everything). `benches/results/large-blocks-rust.md` has the figures behind it. (Where `PoolAlloc` is the system allocator itself, on targets
 /// without the pools, the setting changes nothing; where the C library `poolalloc-c` is the
 /// process's `malloc`, large blocks are spans whatever it says.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -101,14 +104,15 @@ pub enum LargeBlocks {
     /// trim still returns them within a second of the program going quiet. The `mallopt` call
     /// is process-wide (C code's `malloc` too) and stays when the setting changes afterwards.
     SystemKept = 1,
-    /// Spans of poolalloc's own, as the C library's: a mapping per block, freed ones kept
-    /// resident for reuse (16 MiB of spans up to 4 MiB, a few bigger ones) until the purge delay
-    /// passes, grown and shrunk by moving pages (`mremap`) instead of copying.
+    /// Spans of poolalloc's own, as the C library's: whole pages of a mapping of ours per block,
+    /// freed ones kept resident for reuse (cut to the size asked for, joined again when freed
+    /// side by side; as many bytes as are live, 16 MiB at least) until the purge delay passes,
+    /// grown in place into a freed neighbour or by moving pages (`mremap`) instead of copying.
     Spans = 2,
 }
 
 impl LargeBlocks {
-    const DEFAULT: LargeBlocks = if cfg!(all(target_os = "linux", target_env = "musl")) {
+    const DEFAULT: LargeBlocks = if cfg!(target_os = "linux") {
         LargeBlocks::Spans
     } else {
         LargeBlocks::System

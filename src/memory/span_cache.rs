@@ -6,7 +6,9 @@
 //! no fault (jemalloc's extents: best fit, split and coalesce; mimalloc's purge delay).
 //!
 //! Pieces join only when they come from one mapping (the same `origin`): a span never spans two
-//! of the kernel's mappings, so it can always be moved or grown by one `mremap`.
+//! of the kernel's mappings, so it can always be moved or grown by one `mremap`. Where the OS
+//! cannot unmap part of a mapping (Windows releases whole reservations only: `os::PARTIAL_UNMAP`
+//! is false) nothing is cut or joined: a request takes a whole waiting span of nearly its size.
 //!
 //! What waits is bounded twice: in bytes, by a budget that follows the live spans' bytes (at
 //! least `MIN_BYTES`, so a small program keeps a few spans; a big one as much as it has live, so
@@ -143,7 +145,10 @@ impl Cache {
         let mut i = 0;
         while i < self.n {
             let e = self.entries[i];
-            if e.origin == s.origin && (e.end() == s.base as usize || s.end() == e.base as usize) {
+            if os::PARTIAL_UNMAP
+                && e.origin == s.origin
+                && (e.end() == s.base as usize || s.end() == e.base as usize)
+            {
                 self.remove(i);
                 s.base = s.base.min(e.base);
                 s.len += e.len;
@@ -191,8 +196,9 @@ impl Cache {
 }
 
 /// `len` bytes at a multiple of `align` from the smallest waiting span that holds them (the rest
-/// of it waits on), with their origin; None when none holds them.
-pub fn take(len: usize, align: usize) -> Option<(*mut u8, usize)> {
+/// of it waits on), with their length and origin; None when none holds them. Where nothing can be
+/// cut, a whole waiting span based at a multiple of `align`, of `len` to `len + len / 4` bytes.
+pub fn take(len: usize, align: usize) -> Option<(*mut u8, usize, usize)> {
     let mut out = Out::new();
     let got = {
         let mut c = CACHE.lock();
@@ -200,26 +206,35 @@ pub fn take(len: usize, align: usize) -> Option<(*mut u8, usize)> {
         for i in 0..c.n {
             let s = c.entries[i];
             let at = (s.base as usize).next_multiple_of(align);
-            if at.checked_add(len).is_some_and(|e| e <= s.end())
-                && best.is_none_or(|(b, _)| c.entries[b].len > s.len)
-            {
+            let holds = if os::PARTIAL_UNMAP {
+                at.checked_add(len).is_some_and(|e| e <= s.end())
+            } else {
+                at == s.base as usize && s.len >= len && s.len - len <= len / 4
+            };
+            if holds && best.is_none_or(|(b, _)| c.entries[b].len > s.len) {
                 best = Some((i, at));
             }
         }
         best.map(|(i, at)| {
             let s = c.remove(i);
+            if !os::PARTIAL_UNMAP {
+                return (s.base, s.len, s.origin);
+            }
             c.cut(s, at, len, &mut out);
-            (at as *mut u8, s.origin)
+            (at as *mut u8, len, s.origin)
         })
     };
     out.unmap();
-    let (p, origin) = got?;
-    reused(p, len).then_some((p, origin))
+    let (p, len, origin) = got?;
+    reused(p, len).then_some((p, len, origin))
 }
 
 /// The `len` bytes at `at`, when a waiting piece of mapping `origin` starts there and holds them
 /// (the rest of it waits on): a span ending at `at` grows into them in place.
 pub fn take_after(at: *mut u8, origin: usize, len: usize) -> bool {
+    if !os::PARTIAL_UNMAP {
+        return false;
+    }
     let mut out = Out::new();
     let got = {
         let mut c = CACHE.lock();
