@@ -38,13 +38,15 @@ mod imp {
 
     pub use crate::base::fatal::fatal;
 
-    /// Checks a decoded link read from slot `from`, a slot of `size` bytes: null, or the start of
-    /// a free slot of the same chunk (every list of free slots is a chunk's own). For slots of
-    /// 16 bytes and more, "a free slot's start" is read from the slot itself: its second word must
-    /// be its keyed tag (one load from the line the next hand-out reads anyway, and no header
-    /// field, multiply or table). That also catches a link to a live block of the chunk, which a
-    /// slot-start test passed on to the hand-out. 8-byte slots carry no tag: there the link must
-    /// be the start of a carved slot (a multiply by the class's reciprocal).
+    /// Checks a decoded link read from slot `from`, a slot of `size` bytes: null, or a free slot
+    /// of the same chunk (every list of free slots is a chunk's own). For slots of 16 bytes and
+    /// more the link must lie in the chunk's slot area, 8-aligned: a range test, no load. That it
+    /// is a free slot's start is checked when it is handed out in turn, before anything reads
+    /// more than its link word: its second word must be its keyed tag ([`on_hand_out`]), so a link
+    /// to a live block, or to the middle of a slot, aborts then (reading the tag here as well cost
+    /// 8 instructions per allocation for a report one allocation earlier). 8-byte slots carry no
+    /// tag: there the link must be the start of a carved slot (a multiply by the class's
+    /// reciprocal).
     #[inline(always)]
     fn check_link(from: *mut FreeSlot, next: *mut FreeSlot, size: usize) {
         if next.is_null() {
@@ -53,15 +55,9 @@ mod imp {
         let base = from as usize & !(chunk::CHUNK_SIZE - 1);
         let off = (next as usize).wrapping_sub(base);
         let ok = if size >= 16 {
-            // The read of word 1 of `next` stays in the chunk's slot area (never the header, which
-            // other threads write).
-            off <= chunk::CHUNK_SIZE - chunk::HEADER_SIZE - 16
-                // SAFETY: next + 8 .. next + 16 lies in the slot area of `from`'s chunk (just
-                // checked), mapped memory of ours that this thread owns (a slot there is written by
-                // another thread only while it is live, which a valid link never names);
-                // unaligned, since a corrupted `next` may be any address.
-                && unsafe { next.cast::<u8>().add(8).cast::<u64>().read_unaligned() }
-                    == tag(next.cast())
+            // Its link word, the next pop's read, and its tag, the hand-out's, stay in the chunk's
+            // slot area (never the header, which other threads write).
+            off <= chunk::CHUNK_SIZE - chunk::HEADER_SIZE - 16 && off % 8 == 0
         } else {
             let c = chunk::of(from);
             // SAFETY: `from` is a free slot of one of our chunks, so its header is readable; the
