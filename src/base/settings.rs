@@ -80,8 +80,9 @@ static LARGE_BLOCKS: Setting = Setting::new(LargeBlocks::DEFAULT as usize);
 /// a class gives) come from. Whatever the setting is when a block is freed or reallocated, that is
 /// done where the block came from (a span is recognised by the address map, not by the setting).
 ///
-/// The default is [`Spans`](LargeBlocks::Spans) on Linux, glibc and musl alike, and
-/// [`System`](LargeBlocks::System) elsewhere (not measured there). On glibc, since freed spans are
+/// The default is [`Spans`](LargeBlocks::Spans) on x86-64 Linux, glibc and musl alike, and on
+/// musl everywhere, and [`System`](LargeBlocks::System) elsewhere (not measured there: aarch64,
+/// 32-bit Linux, macOS, FreeBSD, Windows). On glibc, since freed spans are
 /// cut to size, joined again and kept in proportion to the live ones, spans took the report's
 /// large-buffers to 0.70 of the system allocator's time with 0.57 of its faults, markdown-html and
 /// rust-collections to half and two thirds of its faults, and no workload above 1.0 in CPU time
@@ -112,7 +113,7 @@ pub enum LargeBlocks {
 }
 
 impl LargeBlocks {
-    const DEFAULT: LargeBlocks = if cfg!(target_os = "linux") {
+    const DEFAULT: LargeBlocks = if cfg!(all(target_os = "linux", any(target_arch = "x86_64", target_env = "musl"))) {
         LargeBlocks::Spans
     } else {
         LargeBlocks::System
