@@ -55,10 +55,11 @@
 //! - **purge**: to give a range's pages back to the OS but keep it mapped (`madvise` on Linux); the
 //!   **purger** is the background thread that purges retained chunks after the purge delay, reaps
 //!   abandoned chunks and trims the system allocator.
-//! - **large block**: a request above 32 KiB or aligned above what a class gives, served by the
-//!   system allocator (by `PoolAlloc`, on most platforms), or by a **span**: a mapping of its own,
-//!   a header then the block (by [`raw`], the size-less interface behind the C library
-//!   `poolalloc-c`, which replaces `malloc` itself, and by `PoolAlloc` where [`LargeBlocks`] says).
+//! - **large block**: a request above 32 KiB or aligned above what a class gives, served by a
+//!   **span**: whole granules of a mapping of ours, a header then the block (by `raw`, feature
+//!   `raw`: the size-less interface behind the C library `poolalloc-c`, which replaces `malloc`
+//!   itself; by `PoolAlloc` on x86-64 Linux and musl), or by the system allocator (by
+//!   `PoolAlloc` elsewhere; [`LargeBlocks`] chooses).
 //! - **granule**: a [`CHUNK_SIZE`]-aligned 256 KiB piece of the address space.
 //! - **address map** (`chunks/addr_map.rs`): one byte per granule saying whether it is one of our
 //!   chunks, part of one of our spans, or **foreign** (not ours): how a pointer with no size is
@@ -102,13 +103,17 @@
 //! contract (`src/os/`). On a 32-bit target the same pools serve a 4 GiB address space: the address
 //! map covers all of it in 16 KiB, and the size classes and chunks are the same. Everywhere else
 //! (32-bit Windows, any OS without a port) the crate still compiles and [`PoolAlloc`]
-//! forwards every call to `std::alloc::System`; [`Stats::backend`] says which is live, and [`raw`]
+//! forwards every call to `std::alloc::System`; [`Stats::backend`] says which is live, and `raw`
 //! (the C library's interface) does not exist there. Without an OS (bare metal, `no_std`),
 //! [`region::RegionAlloc`] serves memory the program gives.
 #![cfg_attr(not(feature = "std"), no_std)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_debug_implementations, missing_docs)]
-#![deny(rustdoc::broken_intra_doc_links)]
+#![cfg_attr(feature = "std", deny(rustdoc::broken_intra_doc_links))]
+// Without `std` the crate is `region` alone: the crate page's glossary and overview still name the
+// std parts (`PoolAlloc`, `Pool`, `Heap`, ...), whose links then render as plain names, so that
+// the bare-metal build's docs (`cargo doc --no-default-features`: `RegionAlloc`'s) build.
+#![cfg_attr(not(feature = "std"), allow(rustdoc::broken_intra_doc_links))]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 // Without a port most of the crate is compiled out, and what remains uses only part of the rest.
 // Without `std` only `region` (and the size classes it shares) is compiled: most of `size_class`

@@ -159,7 +159,10 @@ fn large(out: &str) -> &str {
 
 #[test]
 fn large_blocks_source_is_chosen_by_name_and_a_bad_name_warns() {
-    let default = if cfg!(all(target_os = "linux", any(target_arch = "x86_64", target_env = "musl"))) {
+    let default = if cfg!(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_env = "musl")
+    )) {
         "Spans"
     } else {
         "System"

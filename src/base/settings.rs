@@ -113,7 +113,10 @@ pub enum LargeBlocks {
 }
 
 impl LargeBlocks {
-    const DEFAULT: LargeBlocks = if cfg!(all(target_os = "linux", any(target_arch = "x86_64", target_env = "musl"))) {
+    const DEFAULT: LargeBlocks = if cfg!(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_env = "musl")
+    )) {
         LargeBlocks::Spans
     } else {
         LargeBlocks::System
