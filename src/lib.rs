@@ -181,6 +181,8 @@ pub use api::pools::{GROUP_SLOTS, Handle, Iter, IterMut, Pool};
 #[cfg(feature = "std")]
 pub use api::stats::{ClassStats, Stats, stats, trim};
 #[cfg(feature = "std")]
+pub use base::code_settings::Settings;
+#[cfg(feature = "std")]
 pub use base::settings::{HugePages, huge_pages, set_huge_pages};
 #[cfg(feature = "std")]
 pub use base::settings::{LargeBlocks, large_blocks, set_large_blocks};

@@ -9,6 +9,8 @@
 pub(crate) mod block_table;
 #[cfg(all(feature = "std", poolalloc_pools))]
 pub(crate) mod class_set;
+#[cfg(feature = "std")]
+pub(crate) mod code_settings;
 #[cfg(all(feature = "std", any(feature = "hardened", feature = "testing")))]
 pub(crate) mod fatal;
 #[cfg(feature = "std")]

@@ -1,6 +1,8 @@
-//! Runtime settings: each has a default, an environment variable read once (without allocating,
-//! when the program starts, or before that at the first use of any setting), and a Rust setter
-//! with a getter. A setter wins over the environment, whichever comes first.
+//! Runtime settings: each has a default, a value fixed in code before `main` (`poolalloc::settings!`,
+//! [`Settings`](crate::Settings)), an environment variable read once (without allocating, when
+//! the program starts, or before that at the first use of any setting), and a Rust setter with a
+//! getter. A setter wins over the environment, the environment over the code's fixed values,
+//! those over the default, whichever comes first.
 //!
 //! | variable | setting | default |
 //! |---|---|---|
@@ -29,21 +31,29 @@
 use crate::base::stack_text::StackText;
 use crate::os;
 use core::fmt::{self, Write};
-use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use core::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering::Relaxed};
 use core::time::Duration;
 
-/// One numeric setting: its value, and whether a Rust setter chose it (then the environment does
-/// not change it).
+/// One numeric setting: its value, and where it came from. A later source wins over an earlier
+/// one only if it ranks as high: a run-time setter over the environment, the environment over
+/// [`Settings`](crate::Settings) fixed in code before `main` (`poolalloc::settings!`), those over
+/// the built-in default; whichever runs first.
 struct Setting {
     value: AtomicUsize,
-    set_by_code: AtomicBool,
+    /// [`DEFAULT`], [`IN_CODE`], [`FROM_ENV`] or [`BY_SETTER`]: the highest that set it.
+    source: AtomicU8,
 }
+
+const DEFAULT: u8 = 0;
+const IN_CODE: u8 = 1;
+const FROM_ENV: u8 = 2;
+const BY_SETTER: u8 = 3;
 
 impl Setting {
     const fn new(default: usize) -> Self {
         Setting {
             value: AtomicUsize::new(default),
-            set_by_code: AtomicBool::new(false),
+            source: AtomicU8::new(DEFAULT),
         }
     }
 
@@ -53,12 +63,19 @@ impl Setting {
     }
 
     fn set(&self, v: usize) {
-        self.set_by_code.store(true, Relaxed);
-        self.value.store(v, Relaxed);
+        self.set_from(BY_SETTER, v);
     }
 
     fn set_from_env(&self, v: usize) {
-        if !self.set_by_code.load(Relaxed) {
+        self.set_from(FROM_ENV, v);
+    }
+
+    /// Sets `v` unless a source that ranks higher than `source` set it already. (Each source is
+    /// one thread's at a time in practice: the constructors before `main`, the environment read
+    /// once, the program's setters; a race between two of them ends with either value.)
+    fn set_from(&self, source: u8, v: usize) {
+        if self.source.load(Relaxed) <= source {
+            self.source.store(source, Relaxed);
             self.value.store(v, Relaxed);
         }
     }
@@ -332,6 +349,29 @@ pub(crate) fn set_prof_dumps(
     PROF_SIGNAL.set(signal as usize);
     PROF_EVERY_S.set(every_s);
     true
+}
+
+/// Applies settings fixed in code ([`Settings`](crate::Settings)): each one given wins over the
+/// built-in default, not over the environment or a run-time setter.
+pub(crate) fn apply_in_code(
+    purge_delay_ms: Option<usize>,
+    retained_chunks: Option<usize>,
+    huge: Option<HugePages>,
+    large: Option<LargeBlocks>,
+    show_stats: Option<bool>,
+    verbose: Option<bool>,
+) {
+    let set = |s: &Setting, v: Option<usize>| {
+        if let Some(v) = v {
+            s.set_from(IN_CODE, v)
+        }
+    };
+    set(&PURGE_DELAY_MS, purge_delay_ms);
+    set(&RETAINED_CHUNKS, retained_chunks);
+    set(&HUGE_PAGES, huge.map(HugePages::raw));
+    set(&LARGE_BLOCKS, large.map(|l| l as usize));
+    set(&SHOW_STATS, show_stats.map(usize::from));
+    set(&VERBOSE, verbose.map(usize::from));
 }
 
 /// Reports an anomaly on stderr when `POOLALLOC_VERBOSE` is on (once per kind is the caller's
@@ -625,6 +665,20 @@ mod tests {
         s.set_from_env(7);
         assert_eq!(s.value.load(Relaxed), 7);
         s.set(9);
+        s.set_from_env(11);
+        assert_eq!(s.value.load(Relaxed), 9);
+    }
+
+    #[test]
+    fn the_environment_wins_over_settings_in_code_whichever_comes_first() {
+        let s = Setting::new(5);
+        s.set_from(IN_CODE, 6);
+        assert_eq!(s.value.load(Relaxed), 6);
+        s.set_from_env(7);
+        s.set_from(IN_CODE, 8);
+        assert_eq!(s.value.load(Relaxed), 7);
+        s.set(9);
+        s.set_from(IN_CODE, 10);
         s.set_from_env(11);
         assert_eq!(s.value.load(Relaxed), 9);
     }
