@@ -12,7 +12,7 @@
 //!   `#[inline(never)]` function standing for `__rust_alloc` / `__rust_dealloc` (`rust_alloc`,
 //!   `rust_dealloc`: the allocator's `GlobalAlloc` method inlined into it, the layout in
 //!   registers, as in the shims `#[global_allocator]` generates). The loop is `counted_pairs`.
-//! - `fastpath count [N]`: runs the `pairs` mode under callgrind for every allocator, with the
+//! - `fastpath count [N [ALLOC...]]`: runs the `pairs` mode under callgrind for every allocator, with the
 //!   sizes mixed and one at a time, and prints instructions per pair: the inclusive cost of the
 //!   calls `counted_pairs` makes to `rust_alloc` and `rust_dealloc`, divided by `N`. That is the
 //!   loop function's inclusive count minus its own instructions (the loop overhead: the counter,
@@ -193,7 +193,7 @@ fn callgrind_count(name: &str, n: usize, sizes: &[usize]) -> (u64, u64) {
 }
 
 /// The `count` mode: instructions per pair for every allocator, sizes mixed and one at a time.
-fn count(n: usize) {
+fn count(n: usize, only: &[String]) {
     let runs: [&[usize]; 5] = [&[16, 24, 48, 64], &[16], &[24], &[48], &[64]];
     println!(
         "instructions per alloc+free pair (alloc + free), callgrind, {n} pairs, call and loop excluded"
@@ -209,6 +209,9 @@ fn count(n: usize) {
     }
     println!();
     for name in peers::NAMES {
+        if !only.is_empty() && !only.iter().any(|o| o == name) {
+            continue;
+        }
         print!("{name:<12}");
         for s in &runs {
             let (a, f) = callgrind_count(name, n, s);
@@ -239,7 +242,7 @@ fn main() {
             println!("{n} alloc+free pairs on {name}, sizes {sizes:?}");
             return;
         }
-        Some("count") => return count(num(2, 100_000)),
+        Some("count") => return count(num(2, 100_000), args.get(3..).unwrap_or_default()),
         _ => {}
     }
     let n = num(1, 1_000_000);
