@@ -756,6 +756,42 @@ mod tests {
     }
 
     #[test]
+    fn free_one_reports_notify_at_and_used_survives_its_changes() {
+        let (p, l) = region();
+        // SAFETY: the test owns the chunk; frees of never-handed-out slots only move counts.
+        unsafe {
+            let c = init(p, 3);
+            assert_eq!(used(c), 0);
+            extend(c);
+            for _ in 0..5 {
+                assert!(!pop(c).is_null());
+            }
+            hand_out_one(c);
+            assert_eq!(used(c), 6);
+            // The current chunk (NEVER): no free reports.
+            assert!(!free_one(c));
+            assert_eq!(used(c), 5);
+            // On the avail list (0): the last free reports, and only it.
+            set_notify_at(c, 0);
+            assert_eq!(used(c), 5);
+            for left in (0..5).rev() {
+                assert_eq!(free_one(c), left == 0, "used {left}");
+                assert_eq!(used(c), left);
+            }
+            // On the full list (capacity - 1 here: used 4): the first free reports.
+            set_used(c, 4);
+            set_notify_at(c, 3);
+            assert_eq!(used(c), 4);
+            assert!(free_one(c));
+            assert_eq!(used(c), 3);
+            set_notify_at(c, NEVER);
+            assert_eq!(used(c), 3);
+        }
+        // SAFETY: allocated above with l.
+        unsafe { dealloc(p, l) };
+    }
+
+    #[test]
     fn slots_are_aligned_to_their_class() {
         let (p, l) = region();
         let step = if cfg!(miri) { 5 } else { 1 };

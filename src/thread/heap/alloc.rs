@@ -32,6 +32,10 @@ pub(crate) fn alloc_common(size: usize) -> *mut u8 {
     // current chunk of the size's class, or the dummy.
     unsafe {
         let ch = *direct(h, size);
+        debug_assert!(
+            size_class::class_of_common(size, 1).is_some_and(|c| *current(h, c) == ch),
+            "direct[{size}] is not the current chunk of its class"
+        );
         let p = (*ch).free;
         if p.is_null() {
             return alloc_slow_common(size, h);
