@@ -156,7 +156,8 @@ impl PoolAlloc {
     #[inline(always)]
     unsafe fn pool_dealloc(&self, ptr: *mut u8, layout: Layout) {
         let layout = block_layout(layout);
-        // One test (three instructions, `size_class::is_small` takes four) for nearly every
+        // One test (three instructions; `size_class::is_small`'s two compares take four, or six
+        // when the compiler joins them into `setcc` pairs) for nearly every
         // small block; the rest (large blocks, and the sizes of the 32 KiB class within
         // `align - 1` of it) out of line, where the exact test sends them on.
         if !size_class::is_small_common(layout.size(), layout.align()) {
