@@ -10,6 +10,9 @@
 //! - `poolalloc_profiled`: the profiler records (feature `profiling` on 64-bit Linux, macOS or
 //!   FreeBSD, whose plain `thread_local!` never allocates); elsewhere its data-path calls are the
 //!   no-op twins of `checks/mod.rs` and `profile::start` says `Unsupported`.
+//! - `poolalloc_asm_goto`: the compiler accepts `asm!` with `label` operands (Rust 1.87 and
+//!   later; the crate's minimum is older): on x86-64 the owner's free then decrements its
+//!   chunk's count and branches on the result in two instructions (`chunk::free_one`).
 
 use std::env;
 
@@ -46,10 +49,30 @@ fn main() {
     {
         println!("cargo::rustc-cfg=poolalloc_wasm_threads");
     }
+    println!("cargo::rustc-check-cfg=cfg(poolalloc_asm_goto)");
+    if rustc_minor().is_some_and(|m| m >= 87) {
+        println!("cargo::rustc-cfg=poolalloc_asm_goto");
+    }
     if env::var_os("CARGO_FEATURE_PROFILING").is_some()
         && width == "64"
         && matches!(os.as_str(), "linux" | "macos" | "freebsd")
     {
         println!("cargo::rustc-cfg=poolalloc_profiled");
     }
+}
+
+/// The minor version of the compiler cargo builds with (`rustc 1.MINOR.PATCH ...`), if it says.
+fn rustc_minor() -> Option<u32> {
+    let rustc = env::var_os("RUSTC")?;
+    let out = std::process::Command::new(rustc)
+        .arg("--version")
+        .output()
+        .ok()?;
+    let text = String::from_utf8(out.stdout).ok()?;
+    let version = text.split_whitespace().nth(1)?;
+    let mut parts = version.split('.');
+    if parts.next()? != "1" {
+        return None;
+    }
+    parts.next()?.parse().ok()
 }

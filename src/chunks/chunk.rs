@@ -128,17 +128,21 @@ pub struct Chunk {
     /// both null on no list (the current chunk).
     pub prev: *mut Chunk,
     pub next: *mut Chunk,
-    /// Slots handed out plus slots on `remote`: a remote free is subtracted when the owner
-    /// collects it, so `used == 0` means every carved slot is on `free` or `local_free` (the
-    /// chunk is empty), and `used <= carved slots <= capacity`. Written only by the owner (a load
-    /// and a store, which compile to one `inc`/`dec`); an atomic so that `stats` may read it while
-    /// the owner works: the live slots are summed from here at snapshot time.
-    pub used: AtomicU32,
-    /// The owner's free path takes its slow path when `used` drops to this value, so one compare
+    /// `used - notify_at` (wrapping), where `used` ([`used`]) is the slots handed out plus the
+    /// slots on `remote`: a remote free is subtracted when the owner collects it, so `used == 0`
+    /// means every carved slot is on `free` or `local_free` (the chunk is empty), and `used <=
+    /// carved slots <= capacity`. Kept as the distance to `notify_at` so that the owner's free
+    /// finds its slow path from the decrement itself (`room` reaching 0), with no compare
+    /// ([`free_one`]). Written only by the owner (a load and a store, which compile to one
+    /// `inc` on the alloc path); an atomic so that `stats` may read it while the owner works: the
+    /// live slots are summed from here at snapshot time, with `notify_at`, which changes only
+    /// under the heap's `lists` lock `stats` holds ([`set_notify_at`], which keeps `used`).
+    room: AtomicU32,
+    /// The owner's free path takes its slow path when `used` drops to this value, so one test
     /// covers both events that need it: 0 for a chunk on the avail list (it became empty: give it
     /// back, unless the class has no current chunk), `capacity - 1` for a full one (the first slot
     /// came back: to avail), [`NEVER`] for the current chunk.
-    pub notify_at: u32,
+    notify_at: u32,
     /// Requested bytes the owner handed out minus those it freed or resized away (wrapping), read
     /// by `stats` like `used`. The chunk's live requested bytes are `requested - remote_requested`
     /// (wrapping `u32`: the true figure is below `CHUNK_SIZE`, so the difference is exact).
@@ -216,14 +220,20 @@ pub const fn dummy() -> *mut Chunk {
     (&raw const DUMMY).cast_mut().cast()
 }
 
-/// `used` of chunk `c` (owner or `stats`).
+/// `used` of chunk `c` (see [`Chunk::room`]): by its owner, or by `stats` under the owner
+/// heap's `lists` lock (or the source's lock of an unowned chunk).
 ///
 /// # Safety
 /// `c` must be a live header.
 #[inline(always)]
 pub unsafe fn used(c: *mut Chunk) -> u32 {
-    // SAFETY: c is a live header (caller); `used` is an atomic.
-    unsafe { (*c).used.load(Ordering::Relaxed) }
+    // SAFETY: c is a live header (caller); `room` is an atomic, `notify_at` changes only under
+    // the locks the readers other than the owner hold.
+    unsafe {
+        (*c).room
+            .load(Ordering::Relaxed)
+            .wrapping_add((*c).notify_at)
+    }
 }
 
 /// Sets `used` of chunk `c`: a plain store (only the owner writes it).
@@ -232,8 +242,75 @@ pub unsafe fn used(c: *mut Chunk) -> u32 {
 /// `c` must be a live header the caller owns.
 #[inline(always)]
 pub unsafe fn set_used(c: *mut Chunk, n: u32) {
-    // SAFETY: c is a live header the caller owns; `used` is an atomic.
-    unsafe { (*c).used.store(n, Ordering::Relaxed) }
+    // SAFETY: c is a live header the caller owns; `room` is an atomic.
+    unsafe {
+        (*c).room
+            .store(n.wrapping_sub((*c).notify_at), Ordering::Relaxed)
+    }
+}
+
+/// One more slot of chunk `c` handed out: `used + 1` (the alloc fast path's one `inc`).
+///
+/// # Safety
+/// `c` must be a live header the caller owns.
+#[inline(always)]
+pub unsafe fn hand_out_one(c: *mut Chunk) {
+    // SAFETY: c is a live header the caller owns; `room` is an atomic only the owner writes.
+    unsafe {
+        let r = &(*c).room;
+        r.store(r.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+    }
+}
+
+/// One slot of chunk `c` freed by its owner: `used - 1`. True when `used` reached `notify_at`
+/// (the owner's slow free must run): the decrement's own zero flag, no compare.
+///
+/// # Safety
+/// `c` must be a live header the caller owns.
+#[inline(always)]
+pub unsafe fn free_one(c: *mut Chunk) -> bool {
+    // A relaxed load and store cannot become one `dec` whose flags drive the branch (the
+    // compiler folds a load-modify-store into memory only for plain accesses): four
+    // instructions. Where `asm!` takes labels, x86-64 says it in two.
+    #[cfg(all(target_arch = "x86_64", poolalloc_asm_goto, not(miri)))]
+    // SAFETY: c is a live header the caller owns, so `room` is a live, aligned `u32` that only
+    // this thread writes: an unlocked `dec` is its relaxed load and store (others only load it,
+    // and an aligned 4-byte store is single-copy atomic on x86-64). The address is the chunk's
+    // base (the mask the caller computed already) plus the header's offset and the field's.
+    unsafe {
+        core::arch::asm!(
+            "dec dword ptr [{base} + {off}]",
+            "jz {zero}",
+            base = in(reg) base(c),
+            off = const CHUNK_SIZE - HEADER_SIZE + core::mem::offset_of!(Chunk, room),
+            zero = label { return true; },
+            options(nostack),
+        );
+        false
+    }
+    #[cfg(not(all(target_arch = "x86_64", poolalloc_asm_goto, not(miri))))]
+    // SAFETY: c is a live header the caller owns; `room` is an atomic only the owner writes.
+    unsafe {
+        let r = &(*c).room;
+        let n = r.load(Ordering::Relaxed).wrapping_sub(1);
+        r.store(n, Ordering::Relaxed);
+        n == 0
+    }
+}
+
+/// Sets `notify_at` of chunk `c` to `n`, keeping `used`.
+///
+/// # Safety
+/// `c` must be a live header the caller owns; while a heap owns it, the caller holds that heap's
+/// `lists` lock (so `stats` never reads `room` and `notify_at` of two different settings).
+#[inline(always)]
+pub unsafe fn set_notify_at(c: *mut Chunk, n: u32) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        let u = used(c);
+        (*c).notify_at = n;
+        set_used(c, u);
+    }
 }
 
 /// Live requested bytes of chunk `c` (see [`Chunk::requested`]).
@@ -276,7 +353,7 @@ pub unsafe fn init(base: *mut u8, class: usize) -> *mut Chunk {
             end: base.add(cap * size_class::CLASS_SIZE[class]),
             prev: ptr::null_mut(),
             next: ptr::null_mut(),
-            used: AtomicU32::new(0),
+            room: AtomicU32::new(0u32.wrapping_sub(NEVER)),
             notify_at: NEVER,
             requested: AtomicU32::new(0),
             in_full: false,
@@ -676,6 +753,42 @@ mod tests {
             check(c);
             dealloc(p, l);
         }
+    }
+
+    #[test]
+    fn free_one_reports_notify_at_and_used_survives_its_changes() {
+        let (p, l) = region();
+        // SAFETY: the test owns the chunk; frees of never-handed-out slots only move counts.
+        unsafe {
+            let c = init(p, 3);
+            assert_eq!(used(c), 0);
+            extend(c);
+            for _ in 0..5 {
+                assert!(!pop(c).is_null());
+            }
+            hand_out_one(c);
+            assert_eq!(used(c), 6);
+            // The current chunk (NEVER): no free reports.
+            assert!(!free_one(c));
+            assert_eq!(used(c), 5);
+            // On the avail list (0): the last free reports, and only it.
+            set_notify_at(c, 0);
+            assert_eq!(used(c), 5);
+            for left in (0..5).rev() {
+                assert_eq!(free_one(c), left == 0, "used {left}");
+                assert_eq!(used(c), left);
+            }
+            // On the full list (capacity - 1 here: used 4): the first free reports.
+            set_used(c, 4);
+            set_notify_at(c, 3);
+            assert_eq!(used(c), 4);
+            assert!(free_one(c));
+            assert_eq!(used(c), 3);
+            set_notify_at(c, NEVER);
+            assert_eq!(used(c), 3);
+        }
+        // SAFETY: allocated above with l.
+        unsafe { dealloc(p, l) };
     }
 
     #[test]

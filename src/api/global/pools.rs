@@ -47,6 +47,45 @@ unsafe fn alloc_rest(size: usize, align: usize) -> *mut u8 {
     }
 }
 
+/// `plain_alloc` above the common sizes, aligned to at most 8: [`alloc_rest`] under another
+/// name, so that the fast path's two tests keep two destinations.
+///
+/// # Safety
+/// As [`alloc_rest`].
+#[inline(never)]
+unsafe fn alloc_above_common(size: usize, align: usize) -> *mut u8 {
+    // SAFETY: forwarded contract.
+    unsafe { alloc_rest(size, align) }
+}
+
+/// `pool_dealloc` beyond `size_class::is_small_common`: a large block, or a small one of the
+/// 32 KiB class.
+///
+/// # Safety
+/// As `GlobalAlloc::dealloc`, `layout` being the block's, as `block_layout` gives it.
+#[inline(never)]
+unsafe fn dealloc_rest(ptr: *mut u8, layout: Layout) {
+    if size_class::is_small(layout.size(), layout.align()) {
+        // SAFETY: a small block; forwarded contract.
+        unsafe { slot_dealloc(ptr, layout) }
+    } else {
+        // SAFETY: a large block; forwarded contract.
+        unsafe { heap::large_dealloc(ptr, layout) }
+    }
+}
+
+/// The free of a small block (a slot).
+///
+/// # Safety
+/// As `GlobalAlloc::dealloc`, `ptr` being a small block of `layout` (as `block_layout` gives it).
+#[inline(always)]
+unsafe fn slot_dealloc(ptr: *mut u8, layout: Layout) {
+    checks::on_slot_free(ptr, layout);
+    // SAFETY: ptr is a live small block (caller's contract); its chunk header names its class,
+    // which the layout's is (checked with `hardened`).
+    unsafe { heap::dealloc(ptr, layout.size()) }
+}
+
 /// A block of class `c` for a request of `size` bytes (null when out of memory).
 #[inline(always)]
 fn small_alloc(c: usize, size: usize) -> *mut u8 {
@@ -72,13 +111,26 @@ impl PoolAlloc {
 
     #[inline(always)]
     unsafe fn pool_alloc(&self, layout: Layout) -> *mut u8 {
-        // The common case straight through (no branch joins it: one jump fewer), the rest out of
-        // line.
-        if let Some(c) = size_class::class_of_common(layout.size(), layout.align()) {
-            return small_alloc(c, layout.size());
+        // The common case (`size_class::class_of_common`) straight through (no branch joins it:
+        // one jump fewer), its chunk found by the size (`heap::alloc_common`), the rest out of
+        // line. Two tests with two different destinations: with one, the compiler joins them
+        // into a `setcc` pair and a `test` (two instructions more).
+        if layout.align() > 8 {
+            // SAFETY: forwarded contract.
+            return unsafe { alloc_rest(layout.size(), layout.align()) };
         }
-        // SAFETY: forwarded contract.
-        unsafe { alloc_rest(layout.size(), layout.align()) }
+        if layout.size() > size_class::COMMON_MAX {
+            // SAFETY: forwarded contract.
+            return unsafe { alloc_above_common(layout.size(), layout.align()) };
+        }
+        let p = heap::alloc_common(layout.size());
+        if !p.is_null() {
+            // `hardened` wants the class: found from the size (no code without the feature).
+            if let Some(c) = size_class::class_of_common(layout.size(), layout.align()) {
+                checks::on_hand_out(p, c);
+            }
+        }
+        p
     }
 
     #[inline(always)]
@@ -104,15 +156,16 @@ impl PoolAlloc {
     #[inline(always)]
     unsafe fn pool_dealloc(&self, ptr: *mut u8, layout: Layout) {
         let layout = block_layout(layout);
-        if size_class::is_small(layout.size(), layout.align()) {
-            checks::on_slot_free(ptr, layout);
-            // SAFETY: ptr is a live small block (caller's contract); its chunk header names its
-            // class, which the layout's is (checked with `hardened`).
-            unsafe { heap::dealloc(ptr, layout.size()) }
-        } else {
-            // SAFETY: a large block; forwarded contract.
-            unsafe { heap::large_dealloc(ptr, layout) }
+        // One test (three instructions; `size_class::is_small`'s two compares take four, or six
+        // when the compiler joins them into `setcc` pairs) for nearly every
+        // small block; the rest (large blocks, and the sizes of the 32 KiB class within
+        // `align - 1` of it) out of line, where the exact test sends them on.
+        if !size_class::is_small_common(layout.size(), layout.align()) {
+            // SAFETY: forwarded contract.
+            return unsafe { dealloc_rest(ptr, layout) };
         }
+        // SAFETY: a small block; forwarded contract.
+        unsafe { slot_dealloc(ptr, layout) }
     }
 
     #[inline(always)]

@@ -4,9 +4,10 @@
 
 use super::free::{flush_all, retire};
 use super::registry::new_registered_heap;
-use super::{Bin, Heap, bin, count_supply, current, empty, exited, init_heap, make_current};
-use super::{owner_add, owner_add32, push_avail, this_heap};
+use super::{Bin, Heap, bin, count_supply, current, direct, empty, exited, init_heap};
+use super::{make_current, owner_add, owner_add32, push_avail, set_current, this_heap};
 use crate::base::lock::Lock;
+use crate::base::size_class::{self, COMMON_MAX};
 use crate::chunks::chunk::{self, Chunk, FreeSlot, push, unlink};
 use crate::{chunks::remote_list, memory::source};
 use core::ptr;
@@ -19,6 +20,42 @@ use core::sync::atomic::Ordering::Relaxed;
 #[inline(always)]
 pub(crate) fn alloc(c: usize, size: usize) -> *mut u8 {
     alloc_with::<true>(c, size)
+}
+
+/// A slot for a request of `size` bytes (at most [`COMMON_MAX`]) aligned to at most 8: the
+/// common case (`size_class::class_of_common`), whose chunk is found by the size itself
+/// (`Heap::direct`). Null when out of memory.
+#[inline(always)]
+pub(crate) fn alloc_common(size: usize) -> *mut u8 {
+    let h = this_heap();
+    // SAFETY: size <= COMMON_MAX (caller); otherwise as in `alloc_with`: `direct[size]` is the
+    // current chunk of the size's class, or the dummy.
+    unsafe {
+        let ch = *direct(h, size);
+        debug_assert!(
+            size_class::class_of_common(size, 1).is_some_and(|c| *current(h, c) == ch),
+            "direct[{size}] is not the current chunk of its class"
+        );
+        let p = (*ch).free;
+        if p.is_null() {
+            return alloc_slow_common(size, h);
+        }
+        (*ch).free = FreeSlot::next(p);
+        chunk::hand_out_one(ch);
+        owner_add32(&(*ch).requested, size as u32);
+        p.cast()
+    }
+}
+
+/// [`alloc_common`]'s slow path: the class found now.
+#[cold]
+#[inline(never)]
+fn alloc_slow_common(size: usize, h: *mut Heap) -> *mut u8 {
+    debug_assert!(size <= COMMON_MAX);
+    match size_class::class_of_common(size, 1) {
+        Some(c) => alloc_slow(size, c, h),
+        None => ptr::null_mut(),
+    }
 }
 
 /// A slot of class `c`, counted in the live blocks but not in the requested bytes (the size-less
@@ -40,7 +77,7 @@ fn alloc_with<const REQUESTED: bool>(c: usize, size: usize) -> *mut u8 {
             return alloc_slow(size, c, h);
         }
         (*ch).free = FreeSlot::next(p);
-        chunk::set_used(ch, chunk::used(ch) + 1);
+        chunk::hand_out_one(ch);
         if REQUESTED {
             owner_add32(&(*ch).requested, size as u32);
         }
@@ -86,7 +123,30 @@ fn alloc_slow(size: usize, c: usize, h: *mut Heap) -> *mut u8 {
         if (*h).batched != 0 {
             flush_all(h);
         }
+        // The commonest refill first, without `refill`'s loop: the current chunk's own frees
+        // become its free list, and no remote free waits (else `refill` collects them).
+        let ch = *current(h, c);
+        if !(*ch).local_free.is_null() && (*ch).remote.load(Relaxed) == 0 && chunk::take_local(ch) {
+            count_supply(bin(h, c), ch);
+            return pop(ch, size);
+        }
         alloc_from(h, c, size)
+    }
+}
+
+/// Hands out the first slot on current chunk `ch`'s free list (not empty) for `size` bytes.
+///
+/// # Safety
+/// The caller owns `ch`, with a slot on `free`.
+#[inline(always)]
+unsafe fn pop(ch: *mut Chunk, size: usize) -> *mut u8 {
+    // SAFETY: forwarded contract.
+    unsafe {
+        let p = (*ch).free;
+        (*ch).free = FreeSlot::next(p);
+        chunk::hand_out_one(ch);
+        owner_add32(&(*ch).requested, size as u32);
+        p.cast()
     }
 }
 
@@ -101,11 +161,7 @@ pub(super) unsafe fn alloc_from(h: *mut Heap, c: usize, size: usize) -> *mut u8 
         if ch.is_null() {
             return ptr::null_mut();
         }
-        let p = (*ch).free;
-        (*ch).free = FreeSlot::next(p);
-        chunk::set_used(ch, chunk::used(ch) + 1);
-        owner_add32(&(*ch).requested, size as u32);
-        p.cast()
+        pop(ch, size)
     }
 }
 
@@ -146,10 +202,10 @@ unsafe fn refill(h: *mut Heap, c: usize) -> *mut Chunk {
                     continue;
                 }
                 (*ch).in_full = true;
-                (*ch).notify_at = chunk::used(ch) - 1;
                 let _l = (*h).lists.lock();
+                chunk::set_notify_at(ch, chunk::used(ch) - 1);
                 push(&raw mut (*b).full, ch);
-                *current(h, c) = chunk::dummy();
+                set_current(h, c, chunk::dummy());
             }
             if (*h).hint.contains(c) {
                 (*h).hint.remove(c);

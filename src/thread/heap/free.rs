@@ -44,21 +44,22 @@ unsafe fn dealloc_with<const REQUESTED: bool>(p: *mut u8, size: usize) {
     // read, `class` does not change while a slot is live. When `owner` names this heap, this
     // thread owns the chunk and may write its fields.
     unsafe {
-        let owner = (*ch).owner.load(Relaxed);
-        if owner != h.cast() {
-            return free_remote(p, if REQUESTED { size } else { 0 }, h, owner);
+        // The slow paths read `owner` and this thread's heap again: the fast path keeps neither
+        // in a register, and the compare takes `owner` straight from memory.
+        if (*ch).owner.load(Relaxed) != h.cast() {
+            return free_remote(p, if REQUESTED { size } else { 0 });
         }
         let s = p.cast::<FreeSlot>();
         FreeSlot::set_next(s, (*ch).local_free);
         (*ch).local_free = s;
-        let used = chunk::used(ch) - 1;
-        chunk::set_used(ch, used);
         if REQUESTED {
             owner_add32(&(*ch).requested, (size as u32).wrapping_neg());
         }
-        if used == (*ch).notify_at {
-            // The slow paths take `p` and find the chunk again: one register fewer here.
-            free_slow(p, h);
+        // Last, so that the branch takes the decrement's flags.
+        if chunk::free_one(ch) {
+            // The slow paths take `p` and find the chunk and the heap again: fewer registers
+            // here.
+            free_slow(p);
         }
     }
 }
@@ -70,10 +71,12 @@ unsafe fn dealloc_with<const REQUESTED: bool>(p: *mut u8, size: usize) {
 /// full chunk, or the last live slot of a chunk on the avail list.
 #[cold]
 #[inline(never)]
-pub(super) unsafe fn free_slow(p: *mut u8, h: *mut Heap) {
+pub(super) unsafe fn free_slow(p: *mut u8) {
     let ch = chunk::of(p);
-    // SAFETY: the caller (dealloc) checked that h owns ch.
+    // SAFETY: the caller owns ch (dealloc checked `owner`; a `Heap`'s free holds its lock), so
+    // `owner` names its heap h, which the caller owns too.
     unsafe {
+        let h = (*ch).owner.load(Relaxed).cast::<Heap>();
         let c = (*ch).class as usize;
         let b = bin(h, c);
         let l = (*h).lists.lock();
@@ -177,8 +180,15 @@ static BATCH_LIMIT: [u32; NUM_CLASSES] = {
 #[cold]
 #[inline(never)]
 // Arguments in the order the fast path holds them, as `alloc_slow`'s (alloc.rs).
-unsafe fn free_remote(p: *mut u8, size: usize, h: *mut Heap, owner: *mut u8) {
+unsafe fn free_remote(p: *mut u8, size: usize) {
     let ch = chunk::of(p);
+    // SAFETY: p is a handed-out slot (caller), so its chunk header is live; `owner` is an atomic.
+    // Read again (the fast path keeps no register for it): it may have changed since (an owner
+    // that exited abandoned the chunk, another thread adopted it), but never to this thread's
+    // heap, which only this thread makes an owner; either value is one the fast path could
+    // have read, had it run a moment later.
+    let owner = unsafe { (*ch).owner.load(Relaxed) };
+    let h = this_heap();
     let h = if h == empty() { init_heap() } else { h };
     // SAFETY: p is a handed-out slot of ch that nobody uses any more (caller): until it is pushed
     // the chunk cannot change hands, so its class and `remote_requested` are this chunk's.

@@ -6,7 +6,8 @@
 use super::alloc::{alloc_from, collect, unfull_hinted};
 use super::free::{flush_all, free_slow, retire};
 use super::registry::{new_registered_heap, unregister};
-use super::{Bin, Heap, bin, current, empty, exited, fork, owner_add, owner_add32, this_heap, tls};
+use super::{Bin, Heap, bin, current, empty, exited, fork, owner_add, owner_add32};
+use super::{set_current, this_heap, tls};
 use crate::base::size_class::NUM_CLASSES;
 use crate::chunks::chunk::{self, Chunk, FreeSlot, unlink};
 use crate::memory::source;
@@ -73,7 +74,7 @@ unsafe fn take_all_chunks(h: *mut Heap, mut give: impl FnMut(*mut Bin, *mut Chun
             {
                 // Off the lists first (under the lock `stats` walks them with), then given away.
                 let _l = (*h).lists.lock();
-                *current(h, c) = chunk::dummy();
+                set_current(h, c, chunk::dummy());
                 (*b).avail = ptr::null_mut();
                 (*b).full = ptr::null_mut();
             }
@@ -133,11 +134,10 @@ pub(crate) unsafe fn owned_free(h: *mut Heap, p: *mut u8, size: usize) {
         let s = p.cast::<FreeSlot>();
         FreeSlot::set_next(s, (*ch).local_free);
         (*ch).local_free = s;
-        let used = chunk::used(ch) - 1;
-        chunk::set_used(ch, used);
+        debug_assert_eq!((*ch).owner.load(Relaxed), h.cast::<u8>());
         owner_add32(&(*ch).requested, (size as u32).wrapping_neg());
-        if used == (*ch).notify_at {
-            free_slow(p, h);
+        if chunk::free_one(ch) {
+            free_slow(p);
         }
     }
 }
@@ -265,7 +265,7 @@ pub(crate) fn trim_current_thread() {
                 owner_add(&(*b).supplied, collect(b, cur) as usize);
                 if chunk::used(cur) == 0 {
                     let l = (*h).lists.lock();
-                    *current(h, c) = chunk::dummy();
+                    set_current(h, c, chunk::dummy());
                     drop(l);
                     retire(cur);
                 }
