@@ -1,8 +1,9 @@
 //! The benchmark and fragmentation report (`report/bench.rs`). Built where its peers (jemalloc and
-//! mimalloc, C builds) and its chart renderer are dev-dependencies, Linux with glibc (x86_64 and
-//! aarch64) or musl (`--target x86_64-unknown-linux-musl`, the peers built with musl-gcc; the
-//! report then goes to `target/poolalloc-report/musl/`): on other targets (Windows, ...) the bench
-//! only says so, so that `cargo clippy --all-targets --target <other>` builds.
+//! mimalloc, C builds; rusty_alloc, Rust; snmalloc, C++, with glibc only) and its chart renderer
+//! are dev-dependencies, Linux with glibc (x86_64 and aarch64) or musl (`--target
+//! x86_64-unknown-linux-musl`, the C peers built with musl-gcc; the report then goes to
+//! `target/poolalloc-report/musl/`): on other targets (Windows, ...) the bench only says so, so
+//! that `cargo clippy --all-targets --target <other>` builds.
 
 #[cfg(all(
     target_os = "linux",
@@ -35,6 +36,6 @@ fn main() {
         not(poolalloc_no_bench_peers)
     )))]
     eprintln!(
-        "benches/report: Linux (glibc or musl) only, without --cfg poolalloc_no_bench_peers (its peers jemalloc and mimalloc are dev-dependencies there)"
+        "benches/report: Linux (glibc or musl) only, without --cfg poolalloc_no_bench_peers (its peers are dev-dependencies there)"
     );
 }

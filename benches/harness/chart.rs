@@ -5,12 +5,15 @@ use plotters::prelude::*;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The palette: poolalloc's red (also the line at 1), glibc's grey (also peak RSS bars), jemalloc's
-/// blue (also time bars), mimalloc's green.
-pub const COLORS: [RGBColor; 4] = [
+/// blue (also time bars), mimalloc's green, rusty_alloc's purple, snmalloc's orange (the order of
+/// the report's allocators).
+pub const COLORS: [RGBColor; 6] = [
     RGBColor(214, 39, 40),
     RGBColor(127, 127, 127),
     RGBColor(31, 119, 180),
     RGBColor(44, 160, 44),
+    RGBColor(148, 103, 189),
+    RGBColor(255, 127, 14),
 ];
 
 /// Registers DejaVu Sans as plotters' `sans-serif` (once); false if no DejaVuSans.ttf is installed

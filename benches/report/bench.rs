@@ -4,12 +4,13 @@
 //!
 //! Every workload runs as its own child process per allocator (RSS is process-wide), interleaved
 //! round by round with the allocator order rotated, several rounds; the table gives medians and the
-//! ratio of poolalloc to the best peer. The child is this same binary, re-executed with
-//! `POOLALLOC_BENCH_ALLOC` naming the allocator: its global allocator (`Switch` below) reads that
-//! variable at its first call and forwards every call to PoolAlloc, System, jemalloc or mimalloc,
-//! so the workload uses the allocator exactly as a program would (Box, Vec, String, HashMap).
-//! A fifth runner is the same benchmark built with `--features hardened` (built by the parent
-//! before the first run, in `target/hardened-build`), for the cost of hardening.
+//! ratio of poolalloc to the best peer (the best of jemalloc, mimalloc, rusty_alloc and, with glibc,
+//! snmalloc). The child is this same binary, re-executed with `POOLALLOC_BENCH_ALLOC` naming the
+//! allocator: its global allocator (`Switch` below) reads that variable at its first call and
+//! forwards every call to PoolAlloc, System or a peer, so the workload uses the allocator exactly
+//! as a program would (Box, Vec, String, HashMap). The last runner is the same benchmark built
+//! with `--features hardened` (built by the parent before the first run, in
+//! `target/hardened-build`), for the cost of hardening.
 //!
 //! Output: a Markdown table on stdout and in `target/poolalloc-report/report.md`, a bar chart of the
 //! ratios (`ratios.svg`, `ratios.png`) and, for the fragmentation workloads and http-service, RSS
@@ -56,19 +57,41 @@ use registry::registry_texts;
 static POOL: poolalloc::PoolAlloc = poolalloc::PoolAlloc::new();
 static JE: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 static MI: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static RA: rusty_alloc_api::RustyAlloc = rusty_alloc_api::RustyAlloc;
+#[cfg(target_env = "gnu")]
+static SN: snmalloc_rs::SnMalloc = snmalloc_rs::SnMalloc;
 
-const ALLOCATORS: [&str; 4] = ["poolalloc", "system", "jemalloc", "mimalloc"];
-
-/// What the parent runs: the four allocators, then poolalloc built with `--features hardened` (a
-/// second build of this benchmark, made by [`build_hardened`]).
-const RUNNERS: [&str; 5] = [
+/// The allocators, by the name `POOLALLOC_BENCH_ALLOC` gives: poolalloc, the system's, then the
+/// peers poolalloc's ratios are taken against ([`PEERS`]). snmalloc comes last, and only with glibc
+/// (Cargo.toml says why), so that the others keep their places on musl.
+#[cfg(target_env = "gnu")]
+const ALLOCATORS: &[&str] = &[
     "poolalloc",
     "system",
     "jemalloc",
     "mimalloc",
-    "poolalloc-hardened",
+    "rusty_alloc",
+    "snmalloc",
 ];
-const HARDENED: usize = 4;
+#[cfg(not(target_env = "gnu"))]
+const ALLOCATORS: &[&str] = &["poolalloc", "system", "jemalloc", "mimalloc", "rusty_alloc"];
+
+/// The peers (indices into ALLOCATORS): every allocator after the system's.
+const PEERS: std::ops::Range<usize> = 2..ALLOCATORS.len();
+
+/// What the parent runs: the allocators, then poolalloc built with `--features hardened` (a
+/// second build of this benchmark, made by [`build_hardened`]).
+const RUNNERS: usize = ALLOCATORS.len() + 1;
+const HARDENED: usize = ALLOCATORS.len();
+
+/// A runner's name in the progress lines and the tables.
+fn runner_name(i: usize) -> &'static str {
+    if i == HARDENED {
+        "poolalloc-hardened"
+    } else {
+        ALLOCATORS[i]
+    }
+}
 
 /// 0: not chosen yet; 1 + index into ALLOCATORS afterwards.
 static CHOICE: AtomicU8 = AtomicU8::new(0);
@@ -109,6 +132,9 @@ macro_rules! forward {
                 1 => POOL.$method($($arg),*),
                 3 => JE.$method($($arg),*),
                 4 => MI.$method($($arg),*),
+                5 => RA.$method($($arg),*),
+                #[cfg(target_env = "gnu")]
+                6 => SN.$method($($arg),*),
                 _ => System.$method($($arg),*),
             }
         }
@@ -390,8 +416,8 @@ pub fn main() {
         .filter(|w| only.is_empty() || only.iter().any(|o| w.0.contains(o.as_str())))
         .collect();
     // runs[workload][allocator] = every round's result
-    let mut runs: Vec<Vec<Vec<Run>>> = vec![vec![Vec::new(); RUNNERS.len()]; workloads.len()];
-    interleaved(rounds, workloads.len(), RUNNERS.len(), |_round, wi, ai| {
+    let mut runs: Vec<Vec<Vec<Run>>> = vec![vec![Vec::new(); RUNNERS]; workloads.len()];
+    interleaved(rounds, workloads.len(), RUNNERS, |_round, wi, ai| {
         let w = workloads[wi];
         let (bin, alloc) = if ai == HARDENED {
             (&hardened_exe, "poolalloc")
@@ -411,16 +437,16 @@ pub fn main() {
             panic!(
                 "{} with {} failed ({}):\n{}\n{}",
                 w.0,
-                RUNNERS[ai],
+                runner_name(ai),
                 out.status,
                 stdout,
                 String::from_utf8_lossy(&out.stderr)
             )
         });
         let line = format!(
-            "{:<17} {:<10} {:>8.3} s  peak RSS {:>7} MiB  {:>8} faults",
+            "{:<17} {:<11} {:>8.3} s  peak RSS {:>7} MiB  {:>8} faults",
             w.0,
-            RUNNERS[ai],
+            runner_name(ai),
             run.secs,
             mib(run.peak_rss as f64),
             run.faults

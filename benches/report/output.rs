@@ -2,10 +2,40 @@
 //! services' throughput and latency, fragmentation) and the charts (the ratios, and RSS over time
 //! of the fragmentation workloads and the service).
 
-use super::{ALLOCATORS, HARDENED, RUNNERS, Run, Workload, sampled};
+use super::{ALLOCATORS, HARDENED, PEERS, RUNNERS, Run, Workload, runner_name, sampled};
 use crate::harness::chart::{COLORS, Names, RatioBars, legend, register_font};
 use crate::harness::stats::{geomean, median, mib};
 use crate::harness::table::{header, row};
+
+/// The peers' names for the captions: "jemalloc, mimalloc, rusty_alloc and snmalloc".
+fn peer_names() -> String {
+    let names: Vec<&str> = PEERS.map(|a| ALLOCATORS[a]).collect();
+    match names.split_last() {
+        Some((last, [])) => last.to_string(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        None => String::new(),
+    }
+}
+
+/// The median of `f` over one workload's rounds under each runner (`runs` is `runs[workload]`).
+fn medians(runs: &[Vec<Run>], f: impl Fn(&Run) -> f64) -> Vec<f64> {
+    runs.iter()
+        .map(|r| median(r.iter().map(&f).collect()))
+        .collect()
+}
+
+/// The best peer's figure: the lowest of the peers' values (a time, a peak RSS, a latency).
+fn best_peer(v: &[f64]) -> f64 {
+    PEERS.map(|a| v[a]).fold(f64::INFINITY, f64::min)
+}
+
+/// poolalloc's time and peak-RSS ratios to the best peer's on one workload (`runs[workload]`; below
+/// 1 is better).
+fn peer_ratios(runs: &[Vec<Run>]) -> (f64, f64) {
+    let t = medians(runs, |r| r.secs);
+    let m = medians(runs, |r| r.peak_rss as f64);
+    (t[0] / best_peer(&t), m[0] / best_peer(&m))
+}
 
 /// The Markdown table: medians per workload and allocator, and poolalloc's ratio to the best peer.
 pub fn table(
@@ -18,65 +48,42 @@ pub fn table(
     let mut s = String::new();
     s += &format!(
         "Medians of {rounds} interleaved run(s) per cell, {threads} threads{}. Time in seconds, peak RSS in MiB; \
-         ratio = poolalloc / best of jemalloc and mimalloc (below 1 is better); hardened cost = poolalloc built with \
+         vs best peer = poolalloc / best of {} (below 1 is better); hardened cost = poolalloc built with \
          `--features hardened` / poolalloc.\n\n",
         if quick {
             ", quick mode (small inputs)"
         } else {
             ""
-        }
+        },
+        peer_names()
     );
-    s += &header(&[
-        "workload",
-        "poolalloc s",
-        "system s",
-        "jemalloc s",
-        "mimalloc s",
-        "time ratio",
-        "poolalloc RSS",
-        "system RSS",
-        "jemalloc RSS",
-        "mimalloc RSS",
-        "RSS ratio",
-        "hardened s",
-        "hardened cost",
-    ]);
-    for (wi, w) in workloads.iter().enumerate() {
-        let t: Vec<f64> = (0..RUNNERS.len())
-            .map(|a| median(runs[wi][a].iter().map(|r| r.secs).collect()))
-            .collect();
-        let m: Vec<f64> = (0..4)
-            .map(|a| median(runs[wi][a].iter().map(|r| r.peak_rss as f64).collect()))
-            .collect();
-        s += &row(&[
-            w.0.to_string(),
-            format!("{:.3}", t[0]),
-            format!("{:.3}", t[1]),
-            format!("{:.3}", t[2]),
-            format!("{:.3}", t[3]),
-            format!("**{:.2}**", t[0] / t[2].min(t[3])),
-            mib(m[0]),
-            mib(m[1]),
-            mib(m[2]),
-            mib(m[3]),
-            format!("**{:.2}**", m[0] / m[2].min(m[3])),
-            format!("{:.3}", t[HARDENED]),
-            format!("**{:.2}**", t[HARDENED] / t[0]),
-        ]);
-    }
-    // Per workload: (time ratio, peak-RSS ratio, hardened cost), from the same medians as the table.
-    let ratios: Vec<(f64, f64, f64)> = (0..workloads.len())
-        .map(|wi| {
-            let med = |a: usize, f: fn(&Run) -> f64| median(runs[wi][a].iter().map(f).collect());
-            let t = |a: usize| med(a, |r| r.secs);
-            let m = |a: usize| med(a, |r| r.peak_rss as f64);
-            (
-                t(0) / t(2).min(t(3)),
-                m(0) / m(2).min(m(3)),
-                t(HARDENED) / t(0),
-            )
-        })
+    let columns: Vec<String> = std::iter::once("workload".to_string())
+        .chain(ALLOCATORS.iter().map(|a| format!("{a} s")))
+        .chain(["time vs best peer".to_string()])
+        .chain(ALLOCATORS.iter().map(|a| format!("{a} RSS")))
+        .chain(["RSS vs best peer", "hardened s", "hardened cost"].map(String::from))
         .collect();
+    s += &header(&columns);
+    // Per workload: (time ratio, peak-RSS ratio, hardened cost), from the same medians as the table.
+    let mut ratios: Vec<(f64, f64, f64)> = Vec::new();
+    for (wi, w) in workloads.iter().enumerate() {
+        let t = medians(&runs[wi], |r| r.secs);
+        let m = medians(&runs[wi][..ALLOCATORS.len()], |r| r.peak_rss as f64);
+        let (time, rss) = peer_ratios(&runs[wi]);
+        let cost = t[HARDENED] / t[0];
+        ratios.push((time, rss, cost));
+        let cells: Vec<String> = std::iter::once(w.0.to_string())
+            .chain(t[..ALLOCATORS.len()].iter().map(|x| format!("{x:.3}")))
+            .chain([format!("**{time:.2}**")])
+            .chain(m.iter().map(|&x| mib(x)))
+            .chain([
+                format!("**{rss:.2}**"),
+                format!("{:.3}", t[HARDENED]),
+                format!("**{cost:.2}**"),
+            ])
+            .collect();
+        s += &row(&cells);
+    }
     if !ratios.is_empty() {
         let pick = |f: fn(&(f64, f64, f64)) -> f64| ratios.iter().map(f).collect::<Vec<f64>>();
         let (time, rss, costs) = (pick(|r| r.0), pick(|r| r.1), pick(|r| r.2));
@@ -99,19 +106,14 @@ pub fn table(
     if !frag.is_empty() {
         s += "\nFragmentation: peak RSS / peak live requested bytes (lower is better), and RSS (MiB) right after \
               freeing everything / one second later, with no call to the allocator.\n\n";
-        s += &header(&[
-            "workload",
-            "poolalloc",
-            "system",
-            "jemalloc",
-            "mimalloc",
-            "poolalloc after free",
-            "system after free",
-            "jemalloc after free",
-            "mimalloc after free",
-        ]);
+        s += &header(
+            &std::iter::once("workload".to_string())
+                .chain(ALLOCATORS.iter().map(|a| a.to_string()))
+                .chain(ALLOCATORS.iter().map(|a| format!("{a} after free")))
+                .collect::<Vec<String>>(),
+        );
         for wi in frag {
-            let ratio = (0..4).map(|a| {
+            let ratio = (0..ALLOCATORS.len()).map(|a| {
                 let r = median(
                     runs[wi][a]
                         .iter()
@@ -120,7 +122,7 @@ pub fn table(
                 );
                 format!("{r:.2}")
             });
-            let after = (0..4).map(|a| {
+            let after = (0..ALLOCATORS.len()).map(|a| {
                 let f = median(runs[wi][a].iter().map(|r| r.rss_freed as f64).collect());
                 let g = median(runs[wi][a].iter().map(|r| r.rss_freed_1s as f64).collect());
                 format!("{} / {}", mib(f), mib(g))
@@ -137,22 +139,22 @@ pub fn table(
 
 /// Minor page faults per workload and allocator (medians), and poolalloc's against jemalloc's: a
 /// fault is a trap into the kernel and a page zeroed, a cost the time column includes but does not
-/// name.
+/// name. Not against the best peer: mimalloc's count stays near 260 on every workload, hundreds of
+/// MiB of RSS included (benches/results/faults.md), so the fewest would be mimalloc's always and
+/// would not count the same thing.
 fn faults_table(workloads: &[&(&str, Workload, bool)], runs: &[Vec<Vec<Run>>]) -> String {
     let mut s = String::from(
         "\nMinor page faults of each child process (`getrusage` `ru_minflt`, start-up included), medians; \
          ratio = poolalloc / jemalloc (target: at most 1.00).\n\n",
     );
     let columns: Vec<&str> = std::iter::once("workload")
-        .chain(RUNNERS)
+        .chain((0..RUNNERS).map(runner_name))
         .chain(["faults ratio"])
         .collect();
     s += &header(&columns);
     let mut above = 0;
     for (wi, w) in workloads.iter().enumerate() {
-        let f: Vec<f64> = (0..RUNNERS.len())
-            .map(|a| median(runs[wi][a].iter().map(|r| r.faults as f64).collect()))
-            .collect();
+        let f = medians(&runs[wi], |r| r.faults as f64);
         let ratio = f[0] / f[2].max(1.0);
         above += usize::from(ratio > 1.0);
         let mut cells = vec![w.0.to_string()];
@@ -177,35 +179,37 @@ fn service_table(workloads: &[&(&str, Workload, bool)], runs: &[Vec<Vec<Run>>]) 
     if services.is_empty() {
         return String::new();
     }
-    let mut s = String::from(
+    let peers = peer_names();
+    let mut s = format!(
         "\nService: requests per second and p99 request latency in microseconds (medians); req/s ratio = \
-         best of jemalloc and mimalloc / poolalloc, p99 ratio = poolalloc / best of jemalloc and mimalloc \
-         (below 1 is better for both).\n\n",
+         best of {peers} / poolalloc, p99 ratio = poolalloc / best of {peers} (below 1 is better for \
+         both).\n\n",
     );
-    s += &header(&[
-        "workload",
-        "poolalloc req/s",
-        "system req/s",
-        "jemalloc req/s",
-        "mimalloc req/s",
-        "req/s ratio",
-        "poolalloc p99",
-        "system p99",
-        "jemalloc p99",
-        "mimalloc p99",
-        "p99 ratio",
-    ]);
+    s += &header(
+        &std::iter::once("workload".to_string())
+            .chain(ALLOCATORS.iter().map(|a| format!("{a} req/s")))
+            .chain(["req/s ratio".to_string()])
+            .chain(ALLOCATORS.iter().map(|a| format!("{a} p99")))
+            .chain(["p99 ratio".to_string()])
+            .collect::<Vec<String>>(),
+    );
     for wi in services {
         let med = |a: usize, f: fn(&Run) -> Option<f64>| {
             median(runs[wi][a].iter().filter_map(f).collect())
         };
-        let ops: Vec<f64> = (0..4).map(|a| med(a, |r| r.ops_per_sec)).collect();
-        let p99: Vec<f64> = (0..4).map(|a| med(a, |r| r.p99_us)).collect();
+        let ops: Vec<f64> = (0..ALLOCATORS.len())
+            .map(|a| med(a, |r| r.ops_per_sec))
+            .collect();
+        let p99: Vec<f64> = (0..ALLOCATORS.len())
+            .map(|a| med(a, |r| r.p99_us))
+            .collect();
+        // The most requests per second of the peers: the lowest of their times per request.
+        let best_ops = 1.0 / best_peer(&ops.iter().map(|o| 1.0 / o).collect::<Vec<f64>>());
         let cells: Vec<String> = std::iter::once(workloads[wi].0.to_string())
             .chain(ops.iter().map(|o| format!("{o:.0}")))
-            .chain([format!("**{:.2}**", ops[2].max(ops[3]) / ops[0])])
+            .chain([format!("**{:.2}**", best_ops / ops[0])])
             .chain(p99.iter().map(|p| format!("{p:.0}")))
-            .chain([format!("**{:.2}**", p99[0] / p99[2].min(p99[3]))])
+            .chain([format!("**{:.2}**", p99[0] / best_peer(&p99))])
             .collect();
         s += &row(&cells);
     }
@@ -225,19 +229,10 @@ pub fn charts(
         return;
     }
     let names: Vec<&str> = workloads.iter().map(|w| w.0).collect();
-    let ratios: Vec<(f64, f64)> = (0..workloads.len())
-        .map(|wi| {
-            let t: Vec<f64> = (0..4)
-                .map(|a| median(runs[wi][a].iter().map(|r| r.secs).collect()))
-                .collect();
-            let m: Vec<f64> = (0..4)
-                .map(|a| median(runs[wi][a].iter().map(|r| r.peak_rss as f64).collect()))
-                .collect();
-            (t[0] / t[2].min(t[3]), m[0] / m[2].min(m[3]))
-        })
-        .collect();
+    let ratios: Vec<(f64, f64)> = runs.iter().map(|r| peer_ratios(r)).collect();
+    let caption = format!("poolalloc / best of {} (below 1 is better)", peer_names());
     let bars = RatioBars {
-        caption: "poolalloc / best of jemalloc and mimalloc (below 1 is better)",
+        caption: &caption,
         time_label: "time",
         names_height: 90,
         names_style: Names::Rotated,
@@ -252,7 +247,7 @@ pub fn charts(
         .ok();
     for (wi, w) in workloads.iter().enumerate().filter(|(_, w)| sampled(w)) {
         // The last round's samples of each allocator.
-        let series: Vec<(&str, Vec<(u32, usize)>)> = (0..4)
+        let series: Vec<(&str, Vec<(u32, usize)>)> = (0..ALLOCATORS.len())
             .map(|a| {
                 (
                     ALLOCATORS[a],
