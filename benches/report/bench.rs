@@ -1,6 +1,6 @@
 //! The benchmark and fragmentation report: `cargo bench --bench report` (`-- --quick` for a smoke
 //! run under two minutes; `-- --rounds=N` for another number of rounds; names, or parts of names,
-//! after `--` run only those workloads).
+//! after `--` run only those workloads; `-- --soak[=MINUTES]` for the soak instead, `soak.rs`).
 //!
 //! Every workload runs as its own child process per allocator (RSS is process-wide), interleaved
 //! round by round with the allocator order rotated, several rounds; the table gives medians and the
@@ -44,6 +44,8 @@ mod patterns;
 mod rayon_reduce;
 mod registry;
 mod service;
+// RSS over minutes of a service and a real-crate program: `--soak`.
+mod soak;
 // The Markdown tables and the charts.
 mod output;
 
@@ -306,7 +308,8 @@ fn sampled(w: &(&str, Workload, bool)) -> bool {
 // ------------------------------------------------------------------------------------------------
 // Child and parent.
 
-fn child(workload: &str) {
+/// The parameters the parent passed to this child.
+fn params_from_env() -> Params {
     let threads = std::env::var("POOLALLOC_BENCH_THREADS")
         .ok()
         .and_then(|t| t.parse().ok())
@@ -315,6 +318,10 @@ fn child(workload: &str) {
         .ok()
         .and_then(|t| t.parse().ok())
         .unwrap_or(1);
+    Params { threads, scale }
+}
+
+fn child(workload: &str) {
     let w = WORKLOADS
         .iter()
         .find(|w| w.0 == workload)
@@ -322,7 +329,7 @@ fn child(workload: &str) {
     let f = w.1;
     let sampler = sampled(w).then(Sampler::start);
     let t = Instant::now();
-    let e = f(Params { threads, scale });
+    let e = f(params_from_env());
     // Fragmentation workloads include one second of waiting after free: not part of their time.
     let secs = t.elapsed().as_secs_f64()
         - if e.rss_freed_1s.is_some() { 1.0 } else { 0.0 }
@@ -390,7 +397,11 @@ fn parse(line: &str) -> Option<Run> {
 
 pub fn main() {
     if let Ok(w) = std::env::var("POOLALLOC_BENCH_WORKLOAD") {
-        child(&w);
+        if soak::is_soak_child() {
+            soak::child(&w);
+        } else {
+            child(&w);
+        }
         return;
     }
     let args: Vec<String> = std::env::args().collect();
@@ -401,6 +412,10 @@ pub fn main() {
         .skip(1)
         .filter(|a| !a.starts_with('-'))
         .collect();
+    if let Some(length) = soak::length(&args) {
+        soak::run(length, &only);
+        return;
+    }
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     let (rounds, scale) = if quick { (1, 1) } else { (5, 4) };
     // `--rounds=N`: more or fewer interleaved rounds than the mode's default.

@@ -258,19 +258,32 @@ pub fn charts(
                 )
             })
             .collect();
-        let svg = dir.join(format!("rss-{}.svg", w.0));
-        let png = dir.join(format!("rss-{}.png", w.0));
-        draw_rss(
-            plotters::prelude::SVGBackend::new(&svg, (900, 420)),
-            w.0,
-            &series,
-        );
-        draw_rss(
-            plotters::prelude::BitMapBackend::new(&png, (900, 420)),
-            w.0,
-            &series,
-        );
+        rss_chart(dir, &format!("rss-{}", w.0), w.0, &series);
     }
+}
+
+/// `<stem>.svg` and `<stem>.png` in `dir`: RSS over time of the workload `name` under each
+/// allocator (`series`: its name and (ms, bytes) samples). The caller has registered the font.
+pub(super) fn rss_chart(
+    dir: &std::path::Path,
+    stem: &str,
+    name: &str,
+    series: &[(&str, Vec<(u32, usize)>)],
+) {
+    let (svg, png) = (
+        dir.join(format!("{stem}.svg")),
+        dir.join(format!("{stem}.png")),
+    );
+    draw_rss(
+        plotters::prelude::SVGBackend::new(&svg, (900, 420)),
+        name,
+        series,
+    );
+    draw_rss(
+        plotters::prelude::BitMapBackend::new(&png, (900, 420)),
+        name,
+        series,
+    );
 }
 
 /// RSS over time of one workload under each allocator (`series`: its name and (ms, bytes) samples).

@@ -51,6 +51,15 @@ async fn handle(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, hyper::
         .unwrap())
 }
 
+/// Serves one accepted connection until its client hangs up.
+async fn serve(stream: TcpStream) {
+    stream.set_nodelay(true).unwrap();
+    hyper::server::conn::http1::Builder::new()
+        .serve_connection(TokioIo::new(stream), hyper::service::service_fn(handle))
+        .await
+        .expect("server connection");
+}
+
 /// A random order of 1 to 16 items and its total.
 fn order(r: &mut Rng, id: u64) -> (Value, i64) {
     let mut total = 0;
@@ -123,14 +132,10 @@ pub(super) fn http_service(p: Params) -> Extra {
             let mut conns = Vec::with_capacity(CONNECTIONS);
             for _ in 0..CONNECTIONS {
                 let (stream, _) = listener.accept().await.expect("accept");
-                stream.set_nodelay(true).unwrap();
-                conns.push(tokio::spawn(
-                    hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), hyper::service::service_fn(handle)),
-                ));
+                conns.push(tokio::spawn(serve(stream)));
             }
             for c in conns {
-                c.await.unwrap().expect("server connection");
+                c.await.unwrap();
             }
         });
         let t = Instant::now();
@@ -154,4 +159,44 @@ pub(super) fn http_service(p: Params) -> Extra {
         ops_per_sec: Some(lat.len() as f64 / secs),
         ..Extra::default()
     }
+}
+
+/// The service for the soak (`soak.rs`): the same server and clients on one runtime until `until`.
+/// Each of the 48 clients sends `250 * p.scale` orders on a connection, hangs up and connects
+/// again, as a service's clients come and go; the server accepts for as long as they come, and
+/// stops when the runtime is dropped. No latencies are kept: a list that grows for hours would be
+/// the soak's own drift.
+pub(super) fn http_service_until(p: Params, until: Instant) {
+    let per_conn = 250 * p.scale;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(p.threads.max(1))
+        .enable_io()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            loop {
+                let (stream, _) = listener.accept().await.expect("accept");
+                tokio::spawn(serve(stream));
+            }
+        });
+        let clients: Vec<_> = (0..CONNECTIONS)
+            .map(|c| {
+                tokio::spawn(async move {
+                    // Connection `c` of round `k` seeds its orders with `c + k * CONNECTIONS`.
+                    let mut seed = c;
+                    while Instant::now() < until {
+                        let lat = client(addr, seed, per_conn).await;
+                        assert_eq!(lat.len(), per_conn, "every request answered");
+                        seed += CONNECTIONS;
+                    }
+                })
+            })
+            .collect();
+        for c in clients {
+            c.await.unwrap();
+        }
+    });
 }
