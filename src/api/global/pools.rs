@@ -16,7 +16,9 @@ fn block_layout(layout: Layout) -> Layout {
     if align == layout.align() {
         layout
     } else {
-        Layout::from_size_align(layout.size(), align).unwrap_or(layout)
+        // SAFETY: `block_align` raises the alignment only of sizes up to MAX_SMALL, to 16: a
+        // power of two, and the size rounded up to it stays far below isize::MAX.
+        unsafe { Layout::from_size_align_unchecked(layout.size(), align) }
     }
 }
 
@@ -24,10 +26,12 @@ fn block_layout(layout: Layout) -> Layout {
 /// on musl a block of 16 bytes or more is 16-aligned, as malloc's are. Rust's musl targets link
 /// LLVM's libunwind, which reads the exception object (which std allocates with alignment 8) with
 /// 16-byte SSE moves: with 8-aligned blocks every unwinding panic crashed. Elsewhere this is the
-/// identity and compiles away.
+/// identity and compiles away. Large blocks need nothing of it (spans are 64-aligned at least,
+/// and musl's malloc gives 16), nor do frees (the chunk header knows the block: see
+/// `pool_dealloc`).
 #[inline(always)]
 fn block_align(size: usize, align: usize) -> usize {
-    if cfg!(target_env = "musl") && size >= 16 {
+    if cfg!(target_env = "musl") && size >= 16 && size <= size_class::MAX_SMALL {
         align.max(16)
     } else {
         align
@@ -155,7 +159,11 @@ impl PoolAlloc {
 
     #[inline(always)]
     unsafe fn pool_dealloc(&self, ptr: *mut u8, layout: Layout) {
-        let layout = block_layout(layout);
+        // The caller's layout as it is, not `block_layout`'s (musl): the free path reads the
+        // block's class from its chunk header; the small-or-large test gives the same answer with
+        // either alignment (both are at most 16, far below MAX_SMALL); `hardened`'s size check
+        // accepts the caller's layout for a block served with 16-byte alignment (its class holds
+        // the size rounded up to 16, at most 8 bytes more, so the size is above half the slot).
         // One test (three instructions; `size_class::is_small`'s two compares take four, or six
         // when the compiler joins them into `setcc` pairs) for nearly every
         // small block; the rest (large blocks, and the sizes of the 32 KiB class within
