@@ -144,7 +144,8 @@ impl Regions {
     /// The index of the unit that holds `base`, or where it would be inserted.
     fn find(&mut self, base: *mut u8) -> Result<usize, usize> {
         let key = base as usize & !(UNIT - 1);
-        self.units().binary_search_by(|u| (u.base as usize).cmp(&key))
+        self.units()
+            .binary_search_by(|u| (u.base as usize).cmp(&key))
     }
 
     /// Records the units of a fresh region `[m, m + len)`, all chunks free; false when the table
@@ -315,7 +316,12 @@ impl Regions {
             let u = &mut self.units()[i];
             let bit = u.dirty & u.dirty.wrapping_neg();
             // SAFETY: a free chunk of ours: nobody refers to it.
-            unsafe { os::purge(u.base.add(bit.trailing_zeros() as usize * CHUNK_SIZE), CHUNK_SIZE) };
+            unsafe {
+                os::purge(
+                    u.base.add(bit.trailing_zeros() as usize * CHUNK_SIZE),
+                    CHUNK_SIZE,
+                )
+            };
             u.dirty &= !bit;
             u.split = true;
             self.dirty -= 1;
@@ -327,7 +333,11 @@ impl Regions {
     /// of which was handed out since the unit was last purged whole, and none purged alone since
     /// (which split the huge page).
     fn huge_bytes(&mut self) -> usize {
-        let n = self.units().iter().filter(|u| u.huge && !u.split && u.free != ALL).count();
+        let n = self
+            .units()
+            .iter()
+            .filter(|u| u.huge && !u.split && u.free != ALL)
+            .count();
         n * UNIT
     }
 }
@@ -870,7 +880,11 @@ mod tests {
         assert_eq!(r.huge_bytes(), UNIT);
         r.purge_dirty(1);
         assert_eq!(r.dirty, 1);
-        assert_eq!(r.huge_bytes(), 0, "a chunk purged alone splits the huge page");
+        assert_eq!(
+            r.huge_bytes(),
+            0,
+            "a chunk purged alone splits the huge page"
+        );
         // SAFETY: as above.
         unsafe { r.give_back(held[8], false) };
         assert_eq!((r.dirty, r.nfree), (0, 2));
