@@ -8,7 +8,9 @@ Each TARGET_DIR holds a report binary built with
 (from this tree or a patched copy). Every workload's poolalloc child is run once per build per
 round, the order rotated; the table gives medians and each build's time over the first one's,
 with the geometric mean; a second the same for CPU time (user + system of the whole child, steadier
-on a loaded machine), a third each build's median minor page faults and peak RSS.
+on a loaded machine), a third each build's median minor page faults and peak RSS; with POOLALLOC_BENCH_HUGE=1 in a
+build's variables, a fourth the share of poolalloc's chunk memory in huge pages (report binaries
+that print it).
 See benches/results/experiments.md.
 """
 import subprocess, sys, os, statistics, math, glob, resource
@@ -30,6 +32,7 @@ json_doc = os.environ.get("POOLALLOC_BENCH_JSON", "target/poolalloc-report/metad
 mem = {w: {n: [] for n in names} for w in wls}
 res = {w: {n: [] for n in names} for w in wls}
 cpu = {w: {n: [] for n in names} for w in wls}
+huge = {w: {n: [] for n in names} for w in wls}
 for r in range(rounds):
     for wi, w in enumerate(wls):
         for k in range(len(names)):
@@ -45,6 +48,9 @@ for r in range(rounds):
             kv = dict(f.split('=', 1) for f in line.split()[1:] if '=' in f)
             res[w][n].append(float(kv["secs"]))
             mem[w][n].append((int(kv.get("faults", 0)), int(kv["peak_rss"])))
+            # With POOLALLOC_BENCH_HUGE=1 (poolalloc children): the share of chunk memory in huge
+            # pages at the heap's largest sample.
+            if "huge_share" in kv: huge[w][n].append(float(kv["huge_share"]))
     print("round", r + 1, "done", file=sys.stderr)
 base = names[0]
 
@@ -69,3 +75,10 @@ print("|---|" + "---:|" * len(names))
 for w in wls:
     cells = [f"{statistics.median(f for f, _ in mem[w][n]):.0f} / {statistics.median(r for _, r in mem[w][n]) / 2**20:.1f}" for n in names]
     print(f"| {w} | " + " | ".join(cells) + " |")
+if any(huge[w][n] for w in wls for n in names):
+    print()
+    print("| workload | " + " | ".join(f"{n} huge share" for n in names) + " |")
+    print("|---|" + "---:|" * len(names))
+    for w in wls:
+        cells = [f"{statistics.median(huge[w][n]):.2f}" if huge[w][n] else "" for n in names]
+        print(f"| {w} | " + " | ".join(cells) + " |")

@@ -1,8 +1,8 @@
 //! Huge pages for chunk regions (`poolalloc::HugePages`): on Linux with transparent huge pages
 //! not `never`, regions mapped once the threshold's MiB of chunks were mapped are advised
 //! (`MADV_HUGEPAGE`, shown as `hg` in `/proc/self/smaps`' `VmFlags`), earlier ones are not, and
-//! `Off` advises none. One test function: the setting is process-wide and the threshold counts
-//! every chunk the process mapped.
+//! `Off` advises none; `stats().huge_page_bytes` counts the advised units in use. One test
+//! function: the setting is process-wide and the threshold counts every chunk the process mapped.
 
 #[global_allocator]
 static GLOBAL: poolalloc::PoolAlloc = poolalloc::PoolAlloc::new();
@@ -59,6 +59,11 @@ fn regions_past_the_threshold_ask_for_huge_pages() {
                 "{}",
                 vm_flags(last)
             );
+            // The source counts the advised 2 MiB units in use (its own count, no system call).
+            let s = poolalloc::stats();
+            assert!(s.huge_page_bytes >= 2 << 20, "{}", s.huge_page_bytes);
+            assert!(s.huge_page_bytes % (2 << 20) == 0);
+            assert!(s.huge_page_share() > 0.0 && s.huge_page_share() <= 1.0);
             poolalloc::set_huge_pages(poolalloc::HugePages::Off);
             let more: Vec<Box<[u8; 1024]>> = (0..16 << 10).map(|_| Box::new([1; 1024])).collect();
             let newest = &*more[more.len() - 1] as *const _ as usize;

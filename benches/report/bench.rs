@@ -263,6 +263,49 @@ impl Sampler {
     }
 }
 
+/// With `POOLALLOC_BENCH_HUGE=1` and poolalloc serving the child: samples `stats()` every 10 ms
+/// and reports, at the sample with the most chunk memory, the share of it in huge pages
+/// (`huge_share=`, `Stats::huge_page_share`). Off by default: a stats call every 10 ms is a
+/// third thread's work on a 2-core machine.
+struct HugeSampler(Sampler, Arc<std::sync::Mutex<(usize, f64)>>);
+
+impl HugeSampler {
+    fn start() -> Option<HugeSampler> {
+        let on = std::env::var("POOLALLOC_BENCH_HUGE").is_ok_and(|v| v == "1")
+            && std::env::var("POOLALLOC_BENCH_ALLOC").is_ok_and(|v| v == "poolalloc");
+        if !on {
+            return None;
+        }
+        let best = Arc::new(std::sync::Mutex::new((0usize, 0f64)));
+        let b = Arc::clone(&best);
+        let stop = Arc::new(AtomicU8::new(0));
+        let s = Arc::clone(&stop);
+        let handle = std::thread::spawn(move || {
+            while s.load(Ordering::Relaxed) == 0 {
+                let st = poolalloc::stats();
+                let mut b = b.lock().unwrap();
+                if st.reserved_bytes >= b.0 {
+                    *b = (st.reserved_bytes, st.huge_page_share());
+                }
+                drop(b);
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Vec::new()
+        });
+        Some(HugeSampler(
+            Sampler {
+                stop,
+                handle: Some(handle),
+            },
+            best,
+        ))
+    }
+    fn finish(self) -> String {
+        self.0.finish();
+        format!(" huge_share={:.3}", self.1.lock().unwrap().1)
+    }
+}
+
 // ------------------------------------------------------------------------------------------------
 // The workloads.
 
@@ -328,6 +371,7 @@ fn child(workload: &str) {
         .expect("unknown workload");
     let f = w.1;
     let sampler = sampled(w).then(Sampler::start);
+    let huge = HugeSampler::start();
     let t = Instant::now();
     let e = f(params_from_env());
     // Fragmentation workloads include one second of waiting after free: not part of their time.
@@ -335,6 +379,7 @@ fn child(workload: &str) {
         - if e.rss_freed_1s.is_some() { 1.0 } else { 0.0 }
         - e.setup.as_secs_f64();
     let faults = minor_faults();
+    let huge = huge.map(HugeSampler::finish).unwrap_or_default();
     let samples = sampler.map(Sampler::finish).unwrap_or_default();
     let samples: Vec<String> = samples.iter().map(|(ms, r)| format!("{ms}:{r}")).collect();
     // Only the workloads that measure them print these (an empty value would not parse).
@@ -343,7 +388,7 @@ fn child(workload: &str) {
         .filter_map(|(k, v)| v.map(|v| format!(" {k}={v:.3}")))
         .collect();
     println!(
-        "RESULT secs={secs:.6} faults={faults} peak_rss={} peak_live={} rss_freed={} rss_freed_1s={}{service} samples={}",
+        "RESULT secs={secs:.6} faults={faults} peak_rss={} peak_live={} rss_freed={} rss_freed_1s={}{service}{huge} samples={}",
         peak_rss(),
         e.peak_live,
         e.rss_freed.unwrap_or(0),

@@ -56,6 +56,16 @@ impl Stats {
         &self.classes
     }
 
+    /// The share of the chunk memory (`reserved_bytes`) in huge pages (`huge_page_bytes`), 0 to 1
+    /// (a unit counts whole though some of its chunks may be free: the share is capped at 1).
+    pub fn huge_page_share(&self) -> f64 {
+        if self.reserved_bytes == 0 {
+            0.0
+        } else {
+            (self.huge_page_bytes as f64 / self.reserved_bytes as f64).min(1.0)
+        }
+    }
+
     /// Live blocks, small (live slots of every class) and large.
     pub fn live_blocks(&self) -> usize {
         self.classes.iter().map(|c| c.live_slots).sum::<usize>() + self.large_blocks
@@ -123,9 +133,17 @@ pub struct Stats {
     pub peak_reserved_bytes: usize,
     /// Chunks mapped from the OS since start (regions of 16 at a time where they can be).
     pub chunks_mapped: usize,
-    /// Chunks purged since start (their pages given back to the OS; kept mapped as spares or
+    /// Chunks purged since start (their pages given back to the OS; kept mapped for reuse or
     /// unmapped).
     pub chunks_purged: usize,
+    /// Chunk memory in transparent huge pages, by the chunk source's own count (read without a
+    /// system call): the 2 MiB units of chunks advised `MADV_HUGEPAGE` (see
+    /// [`HugePages`](crate::HugePages)) of which some chunk was handed out since the unit was last
+    /// purged whole, and no chunk purged alone since (that splits the huge page). What it cannot
+    /// see: a huge page the kernel could not supply at the first touch (it then backs the unit with
+    /// small pages; `AnonHugePages` in `/proc/self/smaps` has the kernel's figure). Zero where huge
+    /// pages are off or unavailable. [`Stats::huge_page_share`] relates it to the chunk memory.
+    pub huge_page_bytes: usize,
     /// Which allocator serves `PoolAlloc`: the pools, or (on a platform without a port) `System`,
     /// in which case every other counter is zero.
     pub backend: Backend,
@@ -164,6 +182,7 @@ pub fn stats() -> Stats {
         peak_reserved_bytes: 0,
         chunks_mapped: 0,
         chunks_purged: 0,
+        huge_page_bytes: 0,
         backend: os::BACKEND,
     };
     for (c, cs) in s.classes.iter_mut().enumerate() {
@@ -226,6 +245,7 @@ fn gather(s: &mut Stats) {
     s.peak_reserved_bytes = peak * CHUNK_SIZE;
     s.chunks_mapped = mapped;
     s.chunks_purged = purged;
+    s.huge_page_bytes = source::huge_bytes();
 }
 
 // At start: read the settings (so warnings about them come first) and, with

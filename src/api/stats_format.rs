@@ -70,7 +70,7 @@ impl fmt::Display for Json<'_> {
 }
 
 /// The whole-process figures, by field name.
-fn totals(s: &Stats) -> [(&'static str, usize); 14] {
+fn totals(s: &Stats) -> [(&'static str, usize); 15] {
     [
         ("chunks", s.chunks),
         ("reserved_bytes", s.reserved_bytes),
@@ -85,6 +85,7 @@ fn totals(s: &Stats) -> [(&'static str, usize); 14] {
         ("peak_reserved_bytes", s.peak_reserved_bytes),
         ("chunks_mapped", s.chunks_mapped),
         ("chunks_purged", s.chunks_purged),
+        ("huge_page_bytes", s.huge_page_bytes),
         ("live_blocks", s.live_blocks()),
     ]
 }

@@ -15,7 +15,7 @@
 //! | `POOLALLOC_PROF_PEAK` | a factor above 1 (`1.5`): with `POOLALLOC_PROF`, also write `<prefix>.<pid>.<seq>.pb.gz` each time the profile's live bytes reach this factor times those of the last such dump (the first at this factor times 1 MiB) | off |
 //! | `POOLALLOC_PROF_SIGNAL` | `1`: with `POOLALLOC_PROF`, also write a numbered profile on `SIGUSR2` (Unix) | 0 |
 //! | `POOLALLOC_PROF_EVERY_S` | N: with `POOLALLOC_PROF`, also write a numbered profile every N seconds (0: never) | 0 |
-//! | `POOLALLOC_HUGE_PAGES` | when new 4 MiB regions of chunks ask for transparent huge pages (Linux): `off`, `on` (every region), or a number N (regions mapped once N MiB of chunks were) | off |
+//! | `POOLALLOC_HUGE_PAGES` | when new 4 MiB regions of chunks ask for transparent huge pages (Linux, THP `madvise` or `always`): `off`, `on` (every region), or a number N (regions mapped once N MiB of chunks were) | off |
 //! | `POOLALLOC_LARGE_BLOCKS` | where `PoolAlloc`'s blocks above the largest size class come from: `system` (the system allocator), `system-kept` (the same, told to keep freed blocks for reuse) or `spans` (poolalloc's own mappings) | see [`LargeBlocks`] |
 //!
 //! A privileged process (set-user-ID, set-group-ID or file capabilities: Linux's `AT_SECURE`,
@@ -152,16 +152,25 @@ impl LargeBlocks {
 /// (Linux `MADV_HUGEPAGE`, where `/sys/kernel/mm/transparent_hugepage/enabled` is not `never`;
 /// elsewhere the setting changes nothing). A huge page is faulted in at once, 2 MiB in one trap
 /// instead of 512, so a growing heap takes a fraction of the page faults, at a price: a 2 MiB
-/// page is resident as soon as one of its eight chunks is touched (small programs: +5 to 15 MiB
-/// of peak RSS), a chunk purged inside it splits it, and the kernel may compact memory to find
-/// one.
+/// page is resident as soon as one of its eight chunks is touched, and the kernel zeroes it whole.
 ///
-/// The default is [`Off`](HugePages::Off): on the report's workloads (2-core AMD EPYC VM,
-/// 2026-11-25) huge pages took up to 98% of the faults away (a quarter on some, none where the
-/// faults are the system allocator's large blocks) but not the time (geometric mean 1.04
-/// with regions past 32 MiB, 1.10 with every region; a workload that drifts through sizes ran 2×
-/// slower), though big steady heaps gained (group-by 0.72–0.81, freeing and rebuilding 650 MiB
-/// 0.79). `benches/results/faults.md` has the figures.
+/// The chunk source keeps huge pages whole (`memory/source.rs`): a new chunk comes from the
+/// fullest 2 MiB unit with a free chunk, a chunk given back inside a partly used huge unit keeps
+/// its pages, and a unit whose chunks are all free goes back whole, one purge of 2 MiB. Free
+/// chunks kept so are bounded: beyond the larger of 8 MiB and an eighth of the chunk memory for
+/// longer than the purge delay, the purger purges them one by one (splitting their huge pages);
+/// `trim` purges them all. `Stats::huge_page_bytes` counts the chunk memory in huge pages.
+///
+/// The default is [`Off`](HugePages::Off), by measurement (2-core AMD EPYC VM under Firecracker,
+/// THP `madvise`, 2026-11-28; `benches/results/huge-pages-default.md`): with `PastMiB(32)`, the
+/// candidate default, small programs paid nothing (they never map 32 MiB of chunks; every region
+/// advised added 5 to 13 MiB of peak RSS to them, past 8 MiB still up to 6), and large heaps took
+/// fewer faults (4 times fewer on frag-drift, 1.1 to 1.8 on the others), but the heaps that are freed and built again ran 1.5 to 1.9 times
+/// the CPU time (frag-drift, frag-free-all; medians of 11 runs), the geometric mean over 20
+/// workloads 1.07: the kernel zeroes each new huge page, and on this guest (free page reporting
+/// hands freed 8 MiB blocks back to the host) a fresh huge page is often memory the host must
+/// fault in again (the kernel's page zeroing was 77% of a slow run's profile). Set `PastMiB(32)` (`POOLALLOC_HUGE_PAGES=32`) for a large steady heap on a
+/// host where huge pages come warm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HugePages {
     /// Never ask for huge pages.

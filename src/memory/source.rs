@@ -1,15 +1,25 @@
 //! Where chunks come from and where they go when no heap owns them.
 //!
-//! - **Regions**: chunks are carved from 4 MiB regions mapped at once (one mmap per 16 chunks). A
-//!   chunk whose pages went back to the OS (purged) is kept mapped, as a *spare*, for the next
-//!   request; only above [`SPARE_MAX`] spares is address space unmapped.
+//! - **Regions and units**: chunks are carved from 4 MiB regions mapped at once (one mmap per 16
+//!   chunks), 2 MiB-aligned, each two *units* of 8 chunks, one huge page each (where a region is
+//!   one chunk, the unit is that chunk). A new chunk comes from the fullest unit that has a free
+//!   one (TCMalloc Temeraire's filler), so free chunks gather and whole units empty. A chunk given
+//!   back (purged) stays mapped in its unit. Regions mapped once the process has mapped the
+//!   [`HugePages`](crate::HugePages) threshold of chunks are advised for transparent huge pages;
+//!   in such a unit a chunk given back keeps its pages (*dirty*, reused first) while another chunk
+//!   of the unit is held, and the unit goes back whole, one purge of 2 MiB, when its last chunk
+//!   does (as mimalloc v3 purges). The bound on dirty chunks: the larger of 8 MiB and an eighth
+//!   of the chunks that exist; above it for longer than the purge delay, the purger purges them
+//!   one by one (each splits its huge page), emptiest unit first, down to the bound; `trim`
+//!   purges them all. Only above 1024 chunks' worth of free units is address space unmapped, a
+//!   unit at a time.
 //! - **Retained empty chunks**, per class: a chunk whose slots are all free. The first `retain` of
 //!   a class (default 1) are kept; the others wait the purge delay (250 ms by default) and are then
 //!   purged by the background purger thread, so a program that frees a heap and builds it again
 //!   soon after reuses the pages without faulting them in again, and one that frees everything and
 //!   goes idle still sees its RSS fall within a second, with no call. The delay is the only bound
 //!   on how many wait: a class with no empty chunk of its own takes another class's (its pages
-//!   are still resident) before a spare or a fresh chunk, so waiting chunks never raise the peak
+//!   are still resident) before one from the regions, so waiting chunks never raise the peak
 //!   of chunk memory (large blocks and the program's own mappings can stack on them for up to
 //!   the delay), and a program that frees much in a busy phase builds it again without faulting
 //!   it back in.
@@ -44,38 +54,302 @@ const REGION_CHUNKS: usize = if os::PARTIAL_UNMAP && os::RETURNS_MEMORY {
 };
 /// A huge page (x86-64 and AArch64 with 4 KiB pages: 2 MiB).
 const HUGE: usize = 2 << 20;
-/// Purged chunks kept mapped for reuse.
-const SPARE_MAX: usize = 1024;
+/// Chunks per *unit*, the span of chunks the source places and gives back together: a huge page
+/// (8 chunks) where regions hold 16, else the chunk itself.
+const UNIT_CHUNKS: usize = if REGION_CHUNKS == 16 {
+    HUGE / CHUNK_SIZE
+} else {
+    1
+};
+const UNIT: usize = UNIT_CHUNKS * CHUNK_SIZE;
+/// Every chunk of a unit free.
+const ALL: u8 = (((1u16 << UNIT_CHUNKS) - 1) & 0xff) as u8;
+const _: () = assert!(UNIT_CHUNKS <= 8 && (REGION_CHUNKS * CHUNK_SIZE) % UNIT == 0);
+/// Whole free units (purged) kept mapped for reuse, 256 MiB of address space; beyond, a unit that
+/// becomes free is unmapped.
+const FREE_UNITS_MAX: usize = 1024 / UNIT_CHUNKS;
+/// The bound on free chunks kept resident in partly used huge units (so that their huge page stays
+/// whole): the larger of 8 MiB and an eighth of the chunks that exist ([`HELD`]). Above it for
+/// longer than the purge delay, the purger purges such chunks one by one, emptiest unit first,
+/// splitting their huge pages, until back under it; `trim` purges them all.
+const DIRTY_MIN_CHUNKS: usize = (8 << 20) / CHUNK_SIZE;
+const DIRTY_SHARE: usize = 8;
 
 /// Class `c` is in: its empty list may hold a chunk (put in under the class lock when one is
 /// pushed, taken out under it when the list empties; read without the lock as a hint).
 static NONEMPTY: ClassSet = ClassSet::new();
 
 // ---------------------------------------------------------------------------------------------------
-// Regions and spares.
+// Regions and units.
+//
+// Regions are mapped UNIT-aligned; every unit of every region is recorded (sorted by address) until
+// its address space goes back. A chunk of a unit is *held* (it exists: a heap, an empty list or the
+// abandoned list has it) or *free* (the source's, for the next request). New chunks come from the
+// fullest unit that has a free chunk (TCMalloc Temeraire's filler), so that free chunks gather in
+// few units and whole units empty; a unit advised for huge pages keeps the pages of its free chunks
+// (*dirty*) while some chunk of it is held, and goes back whole, one purge of 2 MiB, when its last
+// chunk does (mimalloc v3 purges in such units too): purging one 256 KiB chunk of a huge page
+// splits it into 512 small ones, which frag-drift paid 1.9x for (benches/results/faults.md).
+
+#[derive(Clone, Copy)]
+struct Unit {
+    base: *mut u8,
+    /// Bit i: chunk i is free (never handed out since mapped or purged, or given back). The others
+    /// are held.
+    free: u8,
+    /// Free chunks whose pages are still resident (given back to a partly used huge unit without a
+    /// purge); a subset of `free`, zero when `free == ALL` (a unit that empties is purged whole).
+    dirty: u8,
+    /// Advised `MADV_HUGEPAGE` when mapped.
+    huge: bool,
+    /// A chunk of it was purged alone since it was last purged whole (its huge page was split).
+    split: bool,
+}
 
 struct Regions {
-    /// Next unused chunk of the current region, and how many are left there.
-    cur: *mut u8,
-    left: usize,
-    /// Purged chunks ready for reuse (`spare[..nspare]`).
-    spare: [*mut u8; SPARE_MAX],
-    nspare: usize,
+    /// `units[..n]`, sorted by base: every unit mapped and not yet unmapped (an OS mapping of its
+    /// own, `cap` records, grown by doubling).
+    units: *mut Unit,
+    n: usize,
+    cap: usize,
+    /// Units whose chunks are all free.
+    nfree: usize,
+    /// Dirty chunks (the sum of `units[..n].dirty`'s bits).
+    dirty: usize,
+    /// Since when `dirty` has been above the bound (see [`DIRTY_MIN_CHUNKS`]), if it is.
+    over_since: Option<u32>,
 }
 
 // SAFETY: the raw pointers name OS mappings owned by the source; access is serialised by the lock.
 unsafe impl Send for Regions {}
 
 static REGIONS: Lock<Regions> = Lock::new(Regions {
-    cur: ptr::null_mut(),
-    left: 0,
-    spare: [ptr::null_mut(); SPARE_MAX],
-    nspare: 0,
+    units: ptr::null_mut(),
+    n: 0,
+    cap: 0,
+    nfree: 0,
+    dirty: 0,
+    over_since: None,
 });
 
-/// Maps `len` bytes of chunks (aligned to CHUNK_SIZE) and marks them ours in the address map;
-/// null when the OS has no memory.
-fn map_region(len: usize) -> *mut u8 {
+impl Regions {
+    fn units(&mut self) -> &mut [Unit] {
+        if self.n == 0 {
+            return &mut [];
+        }
+        // SAFETY: units[..n] are initialised records in our own mapping, guarded by the lock.
+        unsafe { core::slice::from_raw_parts_mut(self.units, self.n) }
+    }
+
+    /// The index of the unit that holds `base`, or where it would be inserted.
+    fn find(&mut self, base: *mut u8) -> Result<usize, usize> {
+        let key = base as usize & !(UNIT - 1);
+        self.units()
+            .binary_search_by(|u| (u.base as usize).cmp(&key))
+    }
+
+    /// Records the units of a fresh region `[m, m + len)`, all chunks free; false when the table
+    /// cannot grow (the OS has no memory).
+    fn insert(&mut self, m: *mut u8, len: usize, huge: bool) -> bool {
+        let k = len / UNIT;
+        if self.n + k > self.cap {
+            let cap = (self.cap * 2).max(4096).max(self.n + k);
+            let bytes = cap * size_of::<Unit>();
+            let t = os::map(bytes).cast::<Unit>();
+            if t.is_null() {
+                return false;
+            }
+            // SAFETY: both tables are ours; the new one holds cap >= n records; the old one,
+            // mapped with `self.cap` records, is referred to by nobody else.
+            unsafe {
+                if self.n > 0 {
+                    ptr::copy_nonoverlapping(self.units, t, self.n);
+                }
+                if self.cap > 0 {
+                    os::unmap(self.units.cast(), self.cap * size_of::<Unit>());
+                }
+            }
+            (self.units, self.cap) = (t, cap);
+        }
+        let Err(at) = self.find(m) else {
+            unreachable!("a fresh region is not recorded yet")
+        };
+        // SAFETY: at <= n and n + k <= cap: the records move up within the table.
+        unsafe {
+            ptr::copy(self.units.add(at), self.units.add(at + k), self.n - at);
+            for i in 0..k {
+                self.units.add(at + i).write(Unit {
+                    base: m.add(i * UNIT),
+                    free: ALL,
+                    dirty: 0,
+                    huge,
+                    split: false,
+                });
+            }
+        }
+        self.n += k;
+        self.nfree += k;
+        true
+    }
+
+    /// A free chunk of the fullest unit that has one (a dirty one first: its pages are resident),
+    /// or null when every chunk is held.
+    fn take(&mut self) -> *mut u8 {
+        let mut best: Option<(usize, (u32, bool))> = None;
+        for (i, u) in self.units().iter().enumerate() {
+            if u.free == 0 {
+                continue;
+            }
+            let rank = (u.free.count_zeros(), u.dirty != 0);
+            if best.is_none_or(|(_, r)| rank > r) {
+                best = Some((i, rank));
+            }
+        }
+        let Some((i, _)) = best else {
+            return ptr::null_mut();
+        };
+        let (mut nfree, mut dirty) = (self.nfree, self.dirty);
+        let u = &mut self.units()[i];
+        if u.free == ALL {
+            nfree -= 1;
+        }
+        let pick = if u.dirty != 0 { u.dirty } else { u.free };
+        let bit = pick & pick.wrapping_neg();
+        if u.dirty & bit != 0 {
+            dirty -= 1;
+        }
+        u.free &= !bit;
+        u.dirty &= !bit;
+        // SAFETY: chunk `bit`'s index lies inside the unit.
+        let p = unsafe { u.base.add(bit.trailing_zeros() as usize * CHUNK_SIZE) };
+        (self.nfree, self.dirty) = (nfree, dirty);
+        p
+    }
+
+    /// Whether the unit of chunk `base` was advised for huge pages (fixed while it is recorded).
+    fn is_huge(&mut self, base: *mut u8) -> bool {
+        self.find(base).is_ok_and(|i| self.units()[i].huge)
+    }
+
+    /// Takes back a chunk nobody refers to, `purged` already (the caller purged it outside the
+    /// lock: a unit not advised for huge pages) or not: then kept resident while its huge unit is
+    /// partly used, else its unit is purged whole, one 2 MiB purge for its dirty chunks with it.
+    /// A unit that becomes all free beyond [`FREE_UNITS_MAX`] such units is unmapped.
+    ///
+    /// # Safety
+    /// `base` must be a held chunk of ours that nobody refers to any more.
+    unsafe fn give_back(&mut self, base: *mut u8, purged: bool) {
+        let Ok(i) = self.find(base) else {
+            unreachable!("every chunk lies in a recorded unit")
+        };
+        let bit = 1u8 << ((base as usize & (UNIT - 1)) / CHUNK_SIZE);
+        let u = self.units()[i];
+        debug_assert_eq!(u.free & bit, 0);
+        let free = u.free | bit;
+        let was_dirty = u.dirty.count_ones() as usize;
+        if free != ALL && !purged {
+            // The huge page stays whole: the chunk's pages stay resident until the unit empties,
+            // or the purger's bound or `trim` purges them.
+            // SAFETY: the chunk is ours and unused (caller): its header now reads as not live to
+            // the hardened checks, as a purged one's does.
+            unsafe { (*chunk::of(base)).magic = 0 };
+            self.units()[i].free = free;
+            self.units()[i].dirty |= bit;
+            self.dirty += 1;
+            return;
+        }
+        // Purged from here on: this chunk (unless it was), and the unit's dirty ones.
+        PURGED.fetch_add(usize::from(!purged) + was_dirty, Ordering::Relaxed);
+        self.dirty -= was_dirty;
+        if free == ALL && self.nfree >= FREE_UNITS_MAX {
+            // SAFETY: every chunk of the unit is free: nobody refers to any of them.
+            unsafe { self.remove(i) };
+            return;
+        }
+        if !purged {
+            // Every chunk of the unit is free and nobody refers to any of them: one purge of the
+            // whole unit (2 MiB), its dirty chunks with this one.
+            // SAFETY: as said; purging zeroes the headers, so they read as not live (magic 0).
+            unsafe { os::purge(u.base, UNIT) };
+        }
+        let u = &mut self.units()[i];
+        u.free = free;
+        u.dirty = 0;
+        if free == ALL {
+            u.split = false;
+            self.nfree += 1;
+        }
+    }
+
+    /// Unmaps unit `i`, whose chunks are all free, and forgets it.
+    ///
+    /// # Safety
+    /// Nobody refers to any chunk of the unit.
+    unsafe fn remove(&mut self, i: usize) {
+        let u = self.units()[i];
+        // Not ours any more: a pointer into it is foreign from now on (the OS may map it to anyone).
+        addr_map::set(Kind::Chunk, u.base, UNIT, false);
+        // SAFETY: (caller) a whole, UNIT-aligned part of a region of ours (the whole region where a
+        // region is one unit), which nobody refers to.
+        unsafe {
+            if UNIT == REGION_CHUNKS * CHUNK_SIZE {
+                os::unmap(u.base, UNIT)
+            } else {
+                os::unmap_part(u.base, UNIT)
+            }
+            ptr::copy(self.units.add(i + 1), self.units.add(i), self.n - i - 1);
+        }
+        self.n -= 1;
+    }
+
+    /// Purges dirty chunks, from the emptiest units first, until at most `bound` are left.
+    fn purge_dirty(&mut self, bound: usize) {
+        while self.dirty > bound {
+            let mut best: Option<(usize, u32)> = None;
+            for (i, u) in self.units().iter().enumerate() {
+                let held = u.free.count_zeros();
+                if u.dirty != 0 && best.is_none_or(|(_, h)| held < h) {
+                    best = Some((i, held));
+                }
+            }
+            let Some((i, _)) = best else { break };
+            let u = &mut self.units()[i];
+            let bit = u.dirty & u.dirty.wrapping_neg();
+            // SAFETY: a free chunk of ours: nobody refers to it.
+            unsafe {
+                os::purge(
+                    u.base.add(bit.trailing_zeros() as usize * CHUNK_SIZE),
+                    CHUNK_SIZE,
+                )
+            };
+            u.dirty &= !bit;
+            u.split = true;
+            self.dirty -= 1;
+            PURGED.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Chunk bytes in huge pages by our own count: 2 MiB units advised `MADV_HUGEPAGE`, some chunk
+    /// of which was handed out since the unit was last purged whole, and none purged alone since
+    /// (which split the huge page).
+    fn huge_bytes(&mut self) -> usize {
+        let n = self
+            .units()
+            .iter()
+            .filter(|u| u.huge && !u.split && u.free != ALL)
+            .count();
+        n * UNIT
+    }
+}
+
+/// The bound on dirty chunks (see [`DIRTY_MIN_CHUNKS`]).
+fn dirty_bound() -> usize {
+    DIRTY_MIN_CHUNKS.max(HELD.load(Ordering::Relaxed) / DIRTY_SHARE)
+}
+
+/// Maps a region of `len` bytes of chunks (UNIT-aligned), marks them ours in the address map and
+/// records its units; null when the OS has no memory.
+fn map_region(r: &mut Regions, len: usize) -> *mut u8 {
     let huge = len % HUGE == 0
         && match settings::huge_pages() {
             settings::HugePages::Off => false,
@@ -84,16 +358,20 @@ fn map_region(len: usize) -> *mut u8 {
                 MAPPED.load(Ordering::Relaxed) >= m.saturating_mul((1 << 20) / CHUNK_SIZE)
             }
         };
-    let m = os::map_aligned(len, if huge { HUGE } else { CHUNK_SIZE });
+    let m = os::map_aligned(len, UNIT);
     if m.is_null() {
         return m;
     }
-    if huge {
-        // SAFETY: our own fresh mapping, HUGE-aligned and a multiple of it.
-        unsafe { os::advise_huge(m, len) };
-    }
+    // SAFETY: our own fresh mapping, HUGE-aligned and a multiple of it (when huge).
+    let huge = huge && unsafe { os::advise_huge(m, len) };
     if !addr_map::set(Kind::Chunk, m, len, true) {
         // SAFETY: our own fresh mapping, unknown to anyone.
+        unsafe { os::unmap(m, len) };
+        return ptr::null_mut();
+    }
+    if !r.insert(m, len, huge) {
+        addr_map::set(Kind::Chunk, m, len, false);
+        // SAFETY: as above: nobody has seen it yet.
         unsafe { os::unmap(m, len) };
         return ptr::null_mut();
     }
@@ -102,70 +380,49 @@ fn map_region(len: usize) -> *mut u8 {
     m
 }
 
-/// A zeroed chunk's base, or null when the OS has no memory.
+/// A chunk's base (zeroed unless it was dirty: `chunk::init` writes its whole header), or null
+/// when the OS has no memory.
 fn map_chunk() -> *mut u8 {
     let mut r = REGIONS.lock();
-    if r.nspare > 0 {
-        r.nspare -= 1;
-        return r.spare[r.nspare];
+    let p = r.take();
+    if !p.is_null() {
+        return p;
     }
-    if r.left == 0 {
-        let m = map_region(REGION_CHUNKS * CHUNK_SIZE);
-        if m.is_null() {
-            // Fall back to a single chunk: the OS may have room for less.
-            drop(r);
-            let one = if REGION_CHUNKS > 1 {
-                map_region(CHUNK_SIZE)
-            } else {
-                m
-            };
-            if one.is_null() {
-                settings::anomaly(format_args!(
-                    "the OS refused a chunk ({} KiB): an allocation returns null",
-                    CHUNK_SIZE >> 10
-                ));
-            }
-            return one;
-        }
-        r.cur = m;
-        r.left = REGION_CHUNKS;
+    // Fall back to a single unit: the OS may have room for less.
+    if map_region(&mut r, REGION_CHUNKS * CHUNK_SIZE).is_null()
+        && (UNIT == REGION_CHUNKS * CHUNK_SIZE || map_region(&mut r, UNIT).is_null())
+    {
+        drop(r);
+        settings::anomaly(format_args!(
+            "the OS refused a chunk ({} KiB): an allocation returns null",
+            UNIT >> 10
+        ));
+        return ptr::null_mut();
     }
-    let p = r.cur;
-    r.left -= 1;
-    // SAFETY: p + CHUNK_SIZE stays within (or one past) the current region.
-    r.cur = unsafe { p.add(CHUNK_SIZE) };
-    p
+    r.take()
 }
 
-/// Purges a chunk (its pages go back to the OS) and keeps it as a spare.
+/// Gives a chunk back to its unit: purged, or kept resident inside a huge page (see
+/// `Regions::give_back`).
 ///
 /// # Safety
 /// `c` must be a chunk of ours that nobody refers to any more.
 unsafe fn purge(c: *mut Chunk) {
     let base = chunk::base(c);
-    // SAFETY: the chunk is ours and unused (caller); purging zeroes it, so its header reads as not
-    // live (magic 0) to the hardened checks.
-    unsafe { os::purge(base, CHUNK_SIZE) };
-    PURGED.fetch_add(1, Ordering::Relaxed);
-    let mut r = REGIONS.lock();
-    if r.nspare < SPARE_MAX {
-        let n = r.nspare;
-        r.spare[n] = base;
-        r.nspare += 1;
-    } else {
-        drop(r);
-        // Not ours any more: a pointer into it is foreign from now on (the OS may map it to anyone).
-        addr_map::set(Kind::Chunk, base, CHUNK_SIZE, false);
-        // SAFETY: as above; the chunk is a whole, CHUNK_SIZE-aligned part of a region of ours
-        // (the whole region where a region is one chunk).
-        unsafe {
-            if REGION_CHUNKS == 1 {
-                os::unmap(base, CHUNK_SIZE)
-            } else {
-                os::unmap_part(base, CHUNK_SIZE)
-            }
-        };
+    let huge = REGIONS.lock().is_huge(base);
+    if !huge {
+        // Outside the lock: the chunk is not free yet, so nobody else takes it meanwhile.
+        // SAFETY: the chunk is ours and unused (caller); purging zeroes it, so its header reads as
+        // not live (magic 0) to the hardened checks.
+        unsafe { os::purge(base, CHUNK_SIZE) };
     }
+    // SAFETY: forwarded.
+    unsafe { REGIONS.lock().give_back(base, !huge) };
+}
+
+/// Chunk memory in huge pages by our own count (see `Regions::huge_bytes`), for `stats`.
+pub fn huge_bytes() -> usize {
+    REGIONS.lock().huge_bytes()
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -217,12 +474,12 @@ pub fn lifetime() -> (usize, usize, usize) {
 static COLLECTED: [AtomicUsize; NUM_CLASSES] = [const { AtomicUsize::new(0) }; NUM_CLASSES];
 
 /// A chunk of class `class` with no owner and no slot handed out (a retained empty one of the
-/// class, else an empty one of another class, else a spare or a fresh one), or null when out of
-/// memory.
+/// class, else an empty one of another class, else one from the regions' units), or null when out
+/// of memory.
 pub fn acquire(class: usize) -> *mut Chunk {
     link::init();
     // An empty chunk of the class; else one of another class: its pages are still resident (it
-    // has not been purged), so re-initialised for this class it costs no page fault, where a spare
+    // has not been purged), so re-initialised for this class it costs no page fault, where a purged
     // or a fresh chunk costs one per page (a program whose sizes drift frees chunks of one class
     // and wants another's).
     let others = NONEMPTY.members();
@@ -446,6 +703,12 @@ pub fn trim() {
             purge_empty(class, 0, 0, 0);
         }
     }
+    if os::RETURNS_MEMORY {
+        // Everything means the free chunks kept inside partly used huge pages too.
+        let mut r = REGIONS.lock();
+        r.purge_dirty(0);
+        r.over_since = None;
+    }
 }
 
 /// What the source holds of class `class`: the class's chunks, retained empty chunks, abandoned
@@ -501,6 +764,20 @@ fn tick(now: u32, delay_ms: u32) {
         unsafe { release_list(reaped, false) };
         purge_empty(class, retain, now, delay_ms);
     }
+    // The bound on free chunks kept inside partly used huge pages: held above it for the delay,
+    // they are purged down to it.
+    let bound = dirty_bound();
+    let mut r = REGIONS.lock();
+    if r.dirty <= bound {
+        r.over_since = None;
+    } else {
+        let since = *r.over_since.get_or_insert(now);
+        if now.wrapping_sub(since) >= delay_ms {
+            r.purge_dirty(bound);
+            r.over_since = None;
+        }
+    }
+    drop(r);
     span::expire(now, delay_ms);
 }
 
@@ -525,6 +802,119 @@ pub(crate) unsafe fn unlock_after_fork() {
         REGIONS.force_unlock();
         for l in CLASSES.iter() {
             l.force_unlock();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn local() -> Regions {
+        Regions {
+            units: ptr::null_mut(),
+            n: 0,
+            cap: 0,
+            nfree: 0,
+            dirty: 0,
+            over_since: None,
+        }
+    }
+
+    fn unit_of(p: *mut u8) -> usize {
+        p as usize & !(UNIT - 1)
+    }
+
+    /// A local table over a mapping of two units of our own (not the process's source): the
+    /// filler's placement and the whole-unit purge, observed through the chunks' bytes.
+    #[test]
+    fn chunks_fill_the_fullest_unit_and_an_emptied_huge_unit_goes_back_whole() {
+        if UNIT_CHUNKS != 8 {
+            return; // a unit is one chunk here: nothing to place
+        }
+        let len = 2 * UNIT;
+        let m = os::map_aligned(len, UNIT);
+        assert!(!m.is_null());
+        let mut r = local();
+        assert!(r.insert(m, len, true));
+        assert_eq!((r.n, r.nfree), (2, 2));
+        // Nine chunks: the first unit fills before the second is touched.
+        let mut held: [*mut u8; 9] = [ptr::null_mut(); 9];
+        for h in held.iter_mut() {
+            *h = r.take();
+            // SAFETY: a chunk of our mapping, handed to this test.
+            unsafe { h.write(7) };
+        }
+        assert!(held[..8].iter().all(|&p| unit_of(p) == unit_of(held[0])));
+        assert_ne!(unit_of(held[8]), unit_of(held[0]));
+        assert_eq!(r.nfree, 0);
+        // One back into the full unit: kept resident (dirty), and the next request takes it
+        // again (its unit, 7 held, is fuller than the other, 1 held).
+        // SAFETY: held[2] is a chunk of ours that nobody refers to now.
+        unsafe { r.give_back(held[2], false) };
+        assert_eq!(r.dirty, 1);
+        // SAFETY: still mapped; the dirty chunk kept its pages.
+        assert_eq!(unsafe { held[2].read() }, 7);
+        assert_eq!(r.take(), held[2]);
+        assert_eq!(r.dirty, 0);
+        // The first unit emptied: purged whole (its chunks read zero), one free unit.
+        for &p in &held[..8] {
+            // SAFETY: as above.
+            unsafe { r.give_back(p, false) };
+        }
+        assert_eq!((r.dirty, r.nfree), (0, 1));
+        // SAFETY: mapped and purged: reads zero.
+        assert!(held[..8].iter().all(|&p| unsafe { p.read() } == 0));
+        // The bound: two dirty chunks in the partly used second unit, purged down to one.
+        let (a, b) = (r.take(), r.take());
+        assert_eq!(unit_of(a), unit_of(held[8]));
+        assert_eq!(unit_of(b), unit_of(held[8]));
+        // SAFETY: chunks of ours, handed to this test and back.
+        unsafe {
+            a.write(1);
+            b.write(1);
+            r.give_back(a, false);
+            r.give_back(b, false);
+        }
+        assert_eq!(r.dirty, 2);
+        assert_eq!(r.huge_bytes(), UNIT);
+        r.purge_dirty(1);
+        assert_eq!(r.dirty, 1);
+        assert_eq!(
+            r.huge_bytes(),
+            0,
+            "a chunk purged alone splits the huge page"
+        );
+        // SAFETY: as above.
+        unsafe { r.give_back(held[8], false) };
+        assert_eq!((r.dirty, r.nfree), (0, 2));
+        // SAFETY: the table's mapping and the region are ours; nothing refers to them now.
+        unsafe {
+            os::unmap(r.units.cast(), r.cap * size_of::<Unit>());
+            os::unmap(m, len);
+        }
+    }
+
+    /// Chunks of a unit not advised for huge pages come back purged (by the caller) and never wait.
+    #[test]
+    fn small_page_units_keep_no_dirty_chunk() {
+        let len = REGION_CHUNKS * CHUNK_SIZE;
+        let m = os::map_aligned(len, UNIT);
+        assert!(!m.is_null());
+        let mut r = local();
+        assert!(r.insert(m, len, false));
+        let p = r.take();
+        assert!(!r.is_huge(p));
+        // SAFETY: a chunk of ours that nobody refers to; purged first, as `purge` does.
+        unsafe {
+            os::purge(p, CHUNK_SIZE);
+            r.give_back(p, true);
+        }
+        assert_eq!((r.dirty, r.nfree), (0, len / UNIT));
+        // SAFETY: the table's mapping and the region are ours; nothing refers to them now.
+        unsafe {
+            os::unmap(r.units.cast(), r.cap * size_of::<Unit>());
+            os::unmap(m, len);
         }
     }
 }
