@@ -83,7 +83,10 @@ impl Rng {
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let n: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(5_000_000);
+    let n: usize = args
+        .next()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(5_000_000);
     let which = args.next().unwrap_or_else(|| "poolalloc".into());
     let code = match which.as_str() {
         "poolalloc" => 0,

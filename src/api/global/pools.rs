@@ -31,7 +31,7 @@ fn block_layout(layout: Layout) -> Layout {
 /// `pool_dealloc`).
 #[inline(always)]
 fn block_align(size: usize, align: usize) -> usize {
-    if cfg!(target_env = "musl") && size >= 16 && size <= size_class::MAX_SMALL {
+    if cfg!(target_env = "musl") && (16..=size_class::MAX_SMALL).contains(&size) {
         align.max(16)
     } else {
         align
