@@ -724,25 +724,35 @@ pub fn for_each_env(f: &mut dyn FnMut(&[u8])) {
 /// set at `exec`; the BSDs and macOS: `issetugid`, which stays true after such a process drops
 /// its privileges. Elsewhere, conservatively, real and effective IDs that differ.
 pub fn privileged() -> bool {
-    #[cfg(any(target_os = "linux", target_os = "android"))]
+    // Miri runs the unit tests as its host process, never set-user-ID, and has no auxiliary
+    // vector to read.
+    #[cfg(miri)]
+    {
+        false
+    }
+    #[cfg(all(any(target_os = "linux", target_os = "android"), not(miri)))]
     {
         // SAFETY: getauxval reads the auxiliary vector the kernel gave the process; 0 when the
         // entry is missing (a kernel too old to give it, which had no secure mode either).
         unsafe { libc::getauxval(libc::AT_SECURE) != 0 }
     }
-    #[cfg(any(
-        target_os = "macos",
-        target_os = "ios",
-        target_os = "freebsd",
-        target_os = "openbsd",
-        target_os = "netbsd",
-        target_os = "dragonfly"
+    #[cfg(all(
+        any(
+            target_os = "macos",
+            target_os = "ios",
+            target_os = "freebsd",
+            target_os = "openbsd",
+            target_os = "netbsd",
+            target_os = "dragonfly"
+        ),
+        not(miri)
     ))]
     {
         // SAFETY: issetugid has no preconditions.
         unsafe { libc::issetugid() != 0 }
     }
     #[cfg(not(any(
+        miri,
         target_os = "linux",
         target_os = "android",
         target_os = "macos",
