@@ -828,6 +828,10 @@ mod tests {
     /// A local table over a mapping of two units of our own (not the process's source): the
     /// filler's placement and the whole-unit purge, observed through the chunks' bytes.
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "Miri cannot unmap part of a mapping (os::map_aligned trims)"
+    )]
     fn chunks_fill_the_fullest_unit_and_an_emptied_huge_unit_goes_back_whole() {
         if UNIT_CHUNKS != 8 {
             return; // a unit is one chunk here: nothing to place
@@ -897,6 +901,10 @@ mod tests {
 
     /// Chunks of a unit not advised for huge pages come back purged (by the caller) and never wait.
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "Miri cannot unmap part of a mapping (os::map_aligned trims)"
+    )]
     fn small_page_units_keep_no_dirty_chunk() {
         let len = REGION_CHUNKS * CHUNK_SIZE;
         let m = os::map_aligned(len, UNIT);
