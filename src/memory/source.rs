@@ -123,16 +123,21 @@ struct Regions {
 // SAFETY: the raw pointers name OS mappings owned by the source; access is serialised by the lock.
 unsafe impl Send for Regions {}
 
-static REGIONS: Lock<Regions> = Lock::new(Regions {
-    units: ptr::null_mut(),
-    n: 0,
-    cap: 0,
-    nfree: 0,
-    dirty: 0,
-    over_since: None,
-});
+static REGIONS: Lock<Regions> = Lock::new(Regions::new());
 
 impl Regions {
+    /// No unit yet (the table is mapped at the first region).
+    const fn new() -> Regions {
+        Regions {
+            units: ptr::null_mut(),
+            n: 0,
+            cap: 0,
+            nfree: 0,
+            dirty: 0,
+            over_since: None,
+        }
+    }
+
     fn units(&mut self) -> &mut [Unit] {
         if self.n == 0 {
             return &mut [];
@@ -811,14 +816,7 @@ mod tests {
     use super::*;
 
     fn local() -> Regions {
-        Regions {
-            units: ptr::null_mut(),
-            n: 0,
-            cap: 0,
-            nfree: 0,
-            dirty: 0,
-            over_since: None,
-        }
+        Regions::new()
     }
 
     fn unit_of(p: *mut u8) -> usize {
