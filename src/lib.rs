@@ -12,7 +12,7 @@
 //! layer folders, the lock order and the known traps: `DESIGN.md`; the chunk invariants: on
 //! the fields of the chunk header (`src/chunks/chunk.rs`).
 //!
-//! - **size class**: one of 44 slot sizes from 8 B to 32 KiB (`base/size_class.rs` gives the
+//! - **size class**: one of 48 slot sizes from 8 B to 64 KiB (`base/size_class.rs` gives the
 //!   table and its waste bound). A request is served by the smallest class that fits its size and
 //!   alignment; [`class_sizes`] lists them.
 //! - **slot**: one block of a size class inside a chunk, handed out whole; a free slot links to
@@ -55,7 +55,7 @@
 //! - **purge**: to give a range's pages back to the OS but keep it mapped (`madvise` on Linux); the
 //!   **purger** is the background thread that purges retained chunks after the purge delay, reaps
 //!   abandoned chunks and trims the system allocator.
-//! - **large block**: a request above 32 KiB or aligned above what a class gives, served by a
+//! - **large block**: a request above 64 KiB or aligned above what a class gives, served by a
 //!   **span**: whole granules of a mapping of ours, a header then the block (by `raw`, feature
 //!   `raw`: the size-less interface behind the C library `poolalloc-c`, which replaces `malloc`
 //!   itself; by `PoolAlloc` on x86-64 Linux and musl), or by the system allocator (by

@@ -66,7 +66,7 @@ fn free(b: Block) {
     }
 }
 
-/// Sizes from 8 B to 32 KiB, mostly small, and now and then a large block (80 KiB).
+/// Sizes from 8 B to 64 KiB, mostly small, and now and then a large block (80 KiB).
 fn size_of(i: usize, seed: usize) -> usize {
     match (i * 7 + seed * 13) % 50 {
         0 => 80 * 1024,

@@ -1,4 +1,4 @@
-//! The memory promise for large blocks: `PoolAlloc` hands blocks above 32 KiB to the system
+//! The memory promise for large blocks: `PoolAlloc` hands blocks above 64 KiB to the system
 //! allocator, and a second after a program frees them (with no call to the allocator) its RSS is
 //! back within 10% of what it grew by, as for small blocks (`tests/stats.rs`). glibc alone keeps
 //! freed large blocks in its arenas; poolalloc's purger asks it to give their pages back once the

@@ -1,11 +1,11 @@
-//! large-buffers: a server's response buffers. Each of the threads builds buffers of 16 KiB to
-//! 4 MiB by appending 4 KiB pieces (the `Vec` grows by doubling, so its large blocks are
-//! reallocated on the way), keeps the last 16 live, and hands one in three of those it retires to
-//! a writer thread that drops them (a block freed on another thread). Above 32 KiB these are
-//! large blocks: under `PoolAlloc` the system allocator's. Reported like the fragmentation
-//! workloads: time, peak RSS against the peak of live bytes, and RSS right after everything is
-//! freed and one second later, with the threads still alive (a server's workers do not exit; an
-//! exiting thread's arena is trimmed by glibc itself).
+//! large-buffers: a server's response buffers. Each of the threads builds buffers of 16 KiB to 4
+//! MiB by appending 4 KiB pieces (the `Vec` grows by doubling, so its large blocks are reallocated
+//! on the way), keeps the last 16 live, and hands one in three of those it retires to a writer
+//! thread that drops them (a block freed on another thread). Above 64 KiB these are large blocks:
+//! under `PoolAlloc` spans of its own where they are the default (x86-64 Linux). Reported like the
+//! fragmentation workloads: time, peak RSS against the peak of live bytes, and RSS right after
+//! everything is freed and one second later, with the threads still alive (a server's workers do
+//! not exit; an exiting thread's arena is trimmed by glibc itself).
 
 use super::{Extra, Params, Rng, after_free};
 use std::sync::atomic::{AtomicUsize, Ordering};

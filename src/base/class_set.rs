@@ -1,5 +1,5 @@
 //! A set of size classes that any thread may change without a lock: one bit per class in atomic
-//! words, one word on 64-bit targets and two on 32-bit ones (44 classes do not fit 32 bits, and a
+//! words, one word on 64-bit targets and two on 32-bit ones (48 classes do not fit 32 bits, and a
 //! 64-bit atomic is a loop of `cmpxchg8b` or `ldrexd`/`strexd` there, or missing altogether on
 //! some 32-bit targets). The source's classes with an empty chunk and a heap's classes with a
 //! hinted full chunk are such sets; both are hints, read without the lock that guards what they

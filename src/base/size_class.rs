@@ -1,8 +1,8 @@
 //! The size-class table: which slot size serves a request, and what that costs.
 //!
 //! Classes are 8, 16, 24, …, 64 bytes (steps of 8), then four classes per doubling:
-//! `5·2^(b-2), 6·2^(b-2), 7·2^(b-2), 8·2^(b-2)` for every `2^b` from 64 up to 16 KiB, ending at
-//! [`MAX_SMALL`] = 32 KiB. That is [`NUM_CLASSES`] = 44 classes.
+//! `5·2^(b-2), 6·2^(b-2), 7·2^(b-2), 8·2^(b-2)` for every `2^b` from 64 up to 32 KiB, ending at
+//! [`MAX_SMALL`] = 64 KiB. That is [`NUM_CLASSES`] = 48 classes.
 //!
 //! **Waste bound.** Above 64 B a request `r` in `(2^b, 2^(b+1)]` gets the next multiple of
 //! `2^(b-2)`, so the unused tail of a slot is at most `2^(b-2) - 1` bytes: under 20% of the slot and
@@ -14,12 +14,12 @@
 //! request with alignment `a > 8` is looked up as `round_up(size, a)`; the class found is then always
 //! a multiple of `a` (the classes between `2^b` and `2^(b+1)` are multiples of `2^(b-2)`, and a
 //! rounded size in that range with `a > 2^(b-2)` is `3·2^(b-1)` or `2^(b+1)`, both classes). So every
-//! alignment up to 32 KiB is served from the pools; larger ones take the large-block path.
+//! alignment up to 64 KiB is served from the pools; larger ones take the large-block path.
 
 /// Number of size classes.
-pub const NUM_CLASSES: usize = 44;
+pub const NUM_CLASSES: usize = 48;
 /// The largest request (after rounding up to its alignment) served from a pool.
-pub const MAX_SMALL: usize = 32 * 1024;
+pub const MAX_SMALL: usize = 64 * 1024;
 /// Sizes up to this are looked up in a table; above it a few bit operations find the class.
 const TABLE_MAX: usize = 1024;
 /// The largest size of the common case ([`class_of_common`]): aligned to at most 8, at most 1 KiB.
@@ -121,7 +121,7 @@ pub fn is_small(size: usize, align: usize) -> bool {
 }
 
 /// True for nearly every request [`is_small`] accepts, false for every other: those within
-/// `align - 1` bytes of [`MAX_SMALL`] (of the 32 KiB class) are the small ones it refuses. One
+/// `align - 1` bytes of [`MAX_SMALL`] (of the 64 KiB class) are the small ones it refuses. One
 /// addition and one compare (a `lea`, a `cmp`, a branch: one instruction fewer than
 /// [`is_small`]'s two compares), for a free path that sends what it refuses to [`is_small`].
 #[inline(always)]

@@ -17,14 +17,21 @@
 //!
 //! # Chunk size
 //!
-//! 256 KiB: big enough for 7 slots of the largest class (32 KiB) with little tail waste, small
-//! enough that a chunk of a busy class empties (and goes back to the OS) in reasonable time.
-//! Thread ownership multiplies chunks by threads, but what a chunk costs in RSS is only the pages
-//! carved so far plus the header's OS page: a thread that touches a class costs two OS pages of
-//! RSS (one holding the first 4 KiB carved, one the header), whatever the chunk size. The chunk
-//! size sets the address space per (thread, class) and the granularity at which memory returns
-//! to the OS. mimalloc's 64 KiB "pages" (its word for a run of one class) would give the 32 KiB
-//! class one slot per chunk (50% waste) or need a second chunk size.
+//! 256 KiB: big enough for 3 slots of the largest class (64 KiB), small enough that a chunk of a
+//! busy class empties (and goes back to the OS) in reasonable time. The tail a large class leaves
+//! unused (64 KiB of the 64 KiB class's chunk) is address space only: slots are carved as they are
+//! first needed, so it is never touched. Thread ownership multiplies chunks by threads, but what a
+//! chunk costs in RSS is only the pages carved so far plus the header's OS page: a thread that
+//! touches a class costs two OS pages of RSS (one holding the first 4 KiB carved, one the header),
+//! whatever the chunk size. The chunk size sets the address space per (thread, class) and the
+//! granularity at which memory returns to the OS.
+//!
+//! Why the classes go to 64 KiB (they stopped at 32 KiB until 2026-11-28): a block above the
+//! largest class is a span of whole 256 KiB granules, and a program whose buffers pass through
+//! 32–64 KiB (pulldown-cmark's output strings and parse trees: 1,203 of markdown-html's 1,252
+//! spans) kept a 256 KiB span per block that reuse by other sizes touched all over: 590 more
+//! faults than jemalloc and 1.19x its peak RSS. As slots of 40–64 KiB classes, both fell to
+//! jemalloc's (benches/results/medium-classes.md).
 
 use crate::base::size_class;
 use crate::chunks::link;
@@ -182,7 +189,7 @@ const _: () = assert!(core::mem::size_of::<Chunk>() == HEADER_SIZE);
 const _: () = assert!(core::mem::offset_of!(Chunk, free) == 64);
 const _: () = assert!(core::mem::offset_of!(Chunk, remote) == 128);
 const _: () = assert!((CHUNK_SIZE - HEADER_SIZE) % 64 == 0);
-const _: () = assert!(size_class::MAX_SMALL * 7 <= CHUNK_SIZE - HEADER_SIZE);
+const _: () = assert!(size_class::MAX_SMALL * 3 <= CHUNK_SIZE - HEADER_SIZE);
 
 /// Slots of class `c` in one chunk.
 pub const fn capacity_of(c: usize) -> usize {

@@ -32,7 +32,7 @@ pub const MAX_SMALL: usize = 128;
 pub const CLASSES: usize = class_of_size_computed(MAX_SMALL) + 1;
 
 /// The slot size of each class, from the crate's formula (`size_class`). The region keeps its own
-/// compact tables (this one, [`CLASS_OF`]): the crate's cover 44 classes up to 32 KiB, 300 bytes a
+/// compact tables (this one, [`CLASS_OF`]): the crate's cover 48 classes up to 64 KiB, 300 bytes a
 /// `no_std` wasm module would carry for nothing.
 static CLASS_SIZE: [u16; CLASSES] = {
     let mut t = [0; CLASSES];

@@ -4,7 +4,7 @@
 //! A `Heap` owns chunks as a thread's heap does, but no thread names it as its own: every
 //! allocation and free goes through its lock (taken before any of the pools' locks; DESIGN.md,
 //! "Locks and their order"), so it is `Send` and `Sync` and any thread may use it.
-//! Small blocks are slots of its chunks, freed one by one into them; large blocks (above 32 KiB,
+//! Small blocks are slots of its chunks, freed one by one into them; large blocks (above 64 KiB,
 //! or aligned beyond a class) come from where `PoolAlloc`'s do ([`crate::LargeBlocks`]) with a
 //! header that links them into the heap's list. Dropping the heap gives every chunk back to the
 //! pools at once, without visiting its slots, and frees the large blocks on its list.
@@ -26,7 +26,7 @@
 //! abandoned and adopted by other heaps; mimalloc's `mi_heap_delete`), while its `Allocator`
 //! blocks go at once as before (`mi_heap_destroy`).
 //!
-//! What a `Heap` does not do: route large blocks (above 32 KiB) of a scope (they are `PoolAlloc`'s
+//! What a `Heap` does not do: route large blocks (above 64 KiB) of a scope (they are `PoolAlloc`'s
 //! as always, not counted); show its blocks to the `testing` hooks or the profiler; survive a
 //! `fork` while another thread holds its lock (the child finds it locked).
 

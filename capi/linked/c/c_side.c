@@ -19,7 +19,7 @@ static size_t size_at(size_t i) {
 }
 
 /* Allocates n blocks of mixed sizes, writes every byte of each, and reports their requested and
- * usable bytes, and the usable bytes of those above 32 KiB (and their count). 0 when malloc failed. */
+ * usable bytes, and the usable bytes of those above 64 KiB (and their count). 0 when malloc failed. */
 int c_alloc_many(size_t n, size_t *requested, size_t *usable_small, size_t *usable_large, size_t *large) {
     if (count + n > MAX_BLOCKS) return 0;
     *requested = *usable_small = *usable_large = *large = 0;
@@ -32,7 +32,7 @@ int c_alloc_many(size_t n, size_t *requested, size_t *usable_small, size_t *usab
         size_t u = malloc_usable_size(p);
         if (u < size) return 0;
         *requested += size;
-        if (u > 32768) {
+        if (u > 65536) {
             *usable_large += u;
             *large += 1;
         } else {

@@ -9,7 +9,7 @@ use core::ffi::{c_char, c_int, c_void};
 
 unsafe extern "C" {
     /// Allocates `n` blocks of mixed sizes (8 B to 2 KiB, every 1000th 256 KiB) and writes them;
-    /// reports requested bytes, usable bytes of blocks up to 32 KiB and above, and how many are
+    /// reports requested bytes, usable bytes of blocks up to 64 KiB and above, and how many are
     /// above. 0 when malloc failed.
     pub fn c_alloc_many(
         n: usize,

@@ -121,7 +121,7 @@ static int all_zero(const unsigned char *p, size_t n) {
   return 1;
 }
 
-/* The sizes that cross the library's boundaries: classes up to 32 KiB, chunk 256 KiB, large above. */
+/* The sizes that cross the library's boundaries: classes up to 64 KiB, chunk 256 KiB, large above. */
 static const size_t sizes[] = {1,         8,         9,          16,          24,          100,
                                1000,      4096,      8191,       8192,        8193,        16383,
                                16384,     16385,     32767,      32768,       32769,       65535,

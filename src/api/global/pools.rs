@@ -63,7 +63,7 @@ unsafe fn alloc_above_common(size: usize, align: usize) -> *mut u8 {
 }
 
 /// `pool_dealloc` beyond `size_class::is_small_common`: a large block, or a small one of the
-/// 32 KiB class.
+/// 64 KiB class.
 ///
 /// # Safety
 /// As `GlobalAlloc::dealloc`, `layout` being the block's, as `block_layout` gives it.
@@ -166,7 +166,7 @@ impl PoolAlloc {
         // the size rounded up to 16, at most 8 bytes more, so the size is above half the slot).
         // One test (three instructions; `size_class::is_small`'s two compares take four, or six
         // when the compiler joins them into `setcc` pairs) for nearly every
-        // small block; the rest (large blocks, and the sizes of the 32 KiB class within
+        // small block; the rest (large blocks, and the sizes of the 64 KiB class within
         // `align - 1` of it) out of line, where the exact test sends them on.
         if !size_class::is_small_common(layout.size(), layout.align()) {
             // SAFETY: forwarded contract.
