@@ -19,6 +19,7 @@
 use crate::base::lock::Lock;
 use crate::chunks::addr_map::{self, Kind};
 use crate::{checks::hardened, os};
+use core::mem::MaybeUninit;
 use core::ptr;
 use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
@@ -100,30 +101,36 @@ static CACHE: Lock<Cache> = Lock::new(Cache {
     bytes: 0,
 });
 
-/// Spans to unmap once the lock is released.
+/// Spans to unmap once the lock is released: `spans[..n]` are written, the rest never read. Not
+/// zeroed when made: each `take` and `put` makes one, and zeroing its 130 entries (4 KiB) was a
+/// third of the instructions under the allocator in frag-free-all (benches/results/behind-2026-11-28.md).
 struct Out {
-    spans: [Waiting; ENTRIES + 2],
+    spans: [MaybeUninit<Waiting>; ENTRIES + 2],
     n: usize,
 }
 
 impl Out {
     const fn new() -> Self {
         Out {
-            spans: [NONE; ENTRIES + 2],
+            spans: [const { MaybeUninit::uninit() }; ENTRIES + 2],
             n: 0,
         }
     }
 
     fn push(&mut self, s: Waiting) {
-        self.spans[self.n] = s;
+        self.spans[self.n].write(s);
         self.n += 1;
     }
 
     /// Unmaps them (call without the lock).
     fn unmap(self) {
         for s in &self.spans[..self.n] {
-            // SAFETY: each was taken off the cache (or refused by it): ours, whole, unused.
-            unsafe { unmap(s.base, s.len) };
+            // SAFETY: `spans[..n]` were written by `push`; each was taken off the cache (or
+            // refused by it): ours, whole, unused.
+            unsafe {
+                let s = s.assume_init_ref();
+                unmap(s.base, s.len)
+            };
         }
     }
 }
