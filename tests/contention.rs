@@ -113,8 +113,8 @@ fn per_m(n: u64, ops: u64) -> f64 {
 }
 
 /// The bounds, per million operations, at every thread count. Measured on the shared 2-core VM
-/// (2026-11-28, four runs, `benches/results/contention.md`): lock acquisitions 1.3k at 1 and 2
-/// threads, 4.2k–8.5k at 8, 8.3k–18k at 16; CAS retries at most 12; lock waits at most 2.2.
+/// (2026-11-28, seven runs, `benches/results/contention.md`): lock acquisitions 1.3k at 1 and 2
+/// threads, 4.2k–9.6k at 8, 6.1k–19k at 16; CAS retries at most 13; lock waits at most 2.2.
 ///
 /// - lock acquisitions ≤ 40,000 (4% of operations): a lock is taken only off the fast path (a
 ///   refill from the source, a chunk leaving or joining the full list, adoption, thread start and
