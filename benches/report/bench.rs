@@ -1,6 +1,8 @@
 //! The benchmark and fragmentation report: `cargo bench --bench report` (`-- --quick` for a smoke
 //! run under two minutes; `-- --rounds=N` for another number of rounds; names, or parts of names,
-//! after `--` run only those workloads; `-- --soak[=MINUTES]` for the soak instead, `soak.rs`).
+//! after `--` run only those workloads; `-- --soak[=MINUTES]` for the soak instead, `soak.rs`;
+//! `-- --threads=1,2,4,8,16` for the threaded workloads' throughput at each thread count instead,
+//! `scaling.rs`).
 //!
 //! Every workload runs as its own child process per allocator (RSS is process-wide), interleaved
 //! round by round with the allocator order rotated, several rounds; the table gives medians and the
@@ -44,6 +46,8 @@ mod patterns;
 mod rayon_reduce;
 mod registry;
 mod service;
+// The threaded workloads at several thread counts: `--threads=1,2,4,8,16`.
+mod scaling;
 // RSS over minutes of a service and a real-crate program: `--soak`.
 mod soak;
 // The Markdown tables and the charts.
@@ -230,6 +234,9 @@ struct Extra {
     /// A service's 99th percentile of request latency (microseconds) and requests per second.
     p99_us: Option<f64>,
     ops_per_sec: Option<f64>,
+    /// Operations done (allocations and frees), where the work grows with the threads (larson,
+    /// xmalloc-test, threads): the scaling table's throughput is this over the time.
+    work: Option<f64>,
 }
 
 /// Samples RSS every 10 ms on a thread of its own until dropped; the samples go to the child's
@@ -383,10 +390,14 @@ fn child(workload: &str) {
     let samples = sampler.map(Sampler::finish).unwrap_or_default();
     let samples: Vec<String> = samples.iter().map(|(ms, r)| format!("{ms}:{r}")).collect();
     // Only the workloads that measure them print these (an empty value would not parse).
-    let service: String = [("p99_us", e.p99_us), ("ops_per_sec", e.ops_per_sec)]
-        .iter()
-        .filter_map(|(k, v)| v.map(|v| format!(" {k}={v:.3}")))
-        .collect();
+    let service: String = [
+        ("p99_us", e.p99_us),
+        ("ops_per_sec", e.ops_per_sec),
+        ("work", e.work),
+    ]
+    .iter()
+    .filter_map(|(k, v)| v.map(|v| format!(" {k}={v:.3}")))
+    .collect();
     println!(
         "RESULT secs={secs:.6} faults={faults} peak_rss={} peak_live={} rss_freed={} rss_freed_1s={}{service}{huge} samples={}",
         peak_rss(),
@@ -408,6 +419,7 @@ struct Run {
     rss_freed_1s: usize,
     p99_us: Option<f64>,
     ops_per_sec: Option<f64>,
+    work: Option<f64>,
     samples: Vec<(u32, usize)>,
 }
 
@@ -424,6 +436,7 @@ fn parse(line: &str) -> Option<Run> {
             "rss_freed_1s" => r.rss_freed_1s = v.parse().ok()?,
             "p99_us" => r.p99_us = Some(v.parse().ok()?),
             "ops_per_sec" => r.ops_per_sec = Some(v.parse().ok()?),
+            "work" => r.work = Some(v.parse().ok()?),
             "samples" => {
                 r.samples = v
                     .split(',')
@@ -468,6 +481,10 @@ pub fn main() {
         .iter()
         .find_map(|a| a.strip_prefix("--rounds=")?.parse().ok())
         .unwrap_or(rounds);
+    if let Some(counts) = scaling::thread_counts(&args) {
+        scaling::run(&counts, &only, rounds, scale);
+        return;
+    }
     let exe = std::env::current_exe().unwrap();
     let hardened_exe = build_hardened();
     let json = write_json_input();

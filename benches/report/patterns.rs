@@ -37,7 +37,11 @@ pub fn larson(p: Params) -> Extra {
         arrays = hs.into_iter().map(|h| h.join().unwrap()).collect();
         arrays.rotate_left(1);
     }
-    Extra::default()
+    Extra {
+        // A free and an allocation per step.
+        work: Some((rounds * p.threads * steps * 2) as f64),
+        ..Extra::default()
+    }
 }
 
 /// xmalloc-test: producers allocate batches of 64 B blocks, consumers free them.
@@ -65,7 +69,11 @@ pub fn xmalloc(p: Params) -> Extra {
     for h in hs {
         h.join().unwrap();
     }
-    Extra::default()
+    Extra {
+        // Each block allocated and freed, and each batch's vector.
+        work: Some((pairs * batches * 65 * 2) as f64),
+        ..Extra::default()
+    }
 }
 
 /// cache-scratch: one thread allocates one 1-byte object per thread; each thread frees its object,
@@ -326,5 +334,9 @@ pub fn threads(p: Params) -> Extra {
     }
     drop(tx);
     std::hint::black_box(sink.join().unwrap());
-    Extra::default()
+    Extra {
+        // 300 blocks allocated and freed per thread (the string and the vector not counted).
+        work: Some(((500 * p.scale / p.threads) * p.threads * 300 * 2) as f64),
+        ..Extra::default()
+    }
 }

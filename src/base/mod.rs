@@ -11,6 +11,8 @@ pub(crate) mod block_table;
 pub(crate) mod class_set;
 #[cfg(feature = "std")]
 pub(crate) mod code_settings;
+#[cfg(feature = "std")]
+pub(crate) mod contention;
 #[cfg(all(feature = "std", any(feature = "hardened", feature = "testing")))]
 pub(crate) mod fatal;
 #[cfg(feature = "std")]

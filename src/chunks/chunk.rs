@@ -33,6 +33,7 @@
 //! faults than jemalloc and 1.19x its peak RSS. As slots of 40–64 KiB classes, both fell to
 //! jemalloc's (benches/results/medium-classes.md).
 
+use crate::base::contention;
 use crate::base::size_class;
 use crate::chunks::link;
 use crate::chunks::remote_list;
@@ -423,6 +424,7 @@ pub unsafe fn collect_remote(c: *mut Chunk) -> u32 {
         if head.is_null() {
             return 0;
         }
+        contention::collection();
         let mut tail = head;
         let mut n = 1;
         loop {
@@ -471,9 +473,14 @@ pub unsafe fn push_remote(c: *mut Chunk, head: *mut FreeSlot, tail: *mut FreeSlo
     // SAFETY: c is a live header (its slots are handed out); `remote` is an atomic any thread may
     // push onto; the slots are ours to write until the CAS publishes them.
     unsafe {
-        remote_list::push(&(*c).remote, head as usize, |old| {
+        // Attempts, for the `testing` contention count (compiled out without it).
+        let mut attempts = 0u64;
+        let cleared = remote_list::push(&(*c).remote, head as usize, |old| {
+            attempts += 1;
             FreeSlot::set_next(tail, old as *mut FreeSlot)
-        })
+        });
+        contention::remote_push(attempts);
+        cleared
     }
 }
 

@@ -34,6 +34,7 @@
 //! field of its header.
 
 use crate::base::class_set::ClassSet;
+use crate::base::contention;
 use crate::base::lock::Lock;
 use crate::base::size_class::NUM_CLASSES;
 use crate::checks::hardened;
@@ -597,6 +598,7 @@ pub fn adopt(class: usize) -> *mut Chunk {
     if !c.is_null() {
         // SAFETY: c heads the abandoned list and we hold its lock.
         unsafe { unlink_abandoned(&mut l, c) };
+        contention::adoption();
     }
     c
 }

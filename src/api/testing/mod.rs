@@ -95,3 +95,22 @@ pub fn set_limit(limit: Option<usize>) {
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub use crate::checks::hooks::{Counts, count};
+
+/// The allocator's own contention counters, process-wide, since the process started: lock
+/// acquisitions and waits, remote-free pushes and their CAS retries, collections of remote frees,
+/// adoptions of abandoned chunks. Take one snapshot before and one after the work and subtract
+/// ([`Contention::since`]): other threads' events (a test harness's too) count as well.
+///
+/// Each count is a relaxed atomic add at a site off the fast path (a lock, a remote push, a
+/// collection, an adoption); without the `testing` feature the counters are compiled out. They
+/// measure contention without the cores to show it in time: `tests/contention.rs` bounds them.
+///
+/// Needs the `testing` feature.
+#[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+pub fn contention() -> Contention {
+    crate::base::contention::snapshot()
+}
+#[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+pub use crate::base::contention::Contention;
