@@ -187,9 +187,18 @@ fn a_remote_free_leaves_the_owners_counters_alone() {
     let n = 50;
     let (tx, rx) =
         std::sync::mpsc::sync_channel::<(poolalloc::ThreadCounters, Vec<(usize, usize)>)>(1);
-    let done = Barrier::new(2);
+    // Set by the freeing thread when it is done, or panicked (a flag, not a channel: the owner
+    // must not allocate while it waits, and a blocking `recv` allocates the first time).
+    let freed = std::sync::atomic::AtomicBool::new(false);
+    struct SetOnDrop<'a>(&'a std::sync::atomic::AtomicBool);
+    impl Drop for SetOnDrop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, std::sync::atomic::Ordering::Release);
+        }
+    }
+    let freed = &freed;
     std::thread::scope(|s| {
-        s.spawn(|| {
+        s.spawn(move || {
             let c = thread_counters();
             let mut mine = Vec::with_capacity(n * sizes.len());
             let (a0, d0) = (c.allocated(), c.deallocated());
@@ -203,12 +212,13 @@ fn a_remote_free_leaves_the_owners_counters_alone() {
             tx.send((c, mine)).unwrap();
             let at = (c.allocated(), c.deallocated());
             // Stays alive (and allocates nothing) while the other thread frees.
-            done.wait();
+            while !freed.load(std::sync::atomic::Ordering::Acquire) {
+                std::thread::yield_now();
+            }
             assert_eq!((c.allocated(), c.deallocated()), at);
-            done.wait();
         });
-        let done = &done;
         s.spawn(move || {
+            let set = SetOnDrop(freed);
             let (owner, blocks) = rx.recv().unwrap();
             let seen = (owner.allocated(), owner.deallocated());
             let (a0, d0) = now();
@@ -216,10 +226,12 @@ fn a_remote_free_leaves_the_owners_counters_alone() {
                 // SAFETY: allocated by the owner thread with this layout, freed once.
                 unsafe { GLOBAL.dealloc(p as *mut u8, layout(z)) };
             }
-            assert_eq!(now(), (a0, d0 + n as u64 * per));
-            assert_eq!((owner.allocated(), owner.deallocated()), seen);
-            done.wait();
-            done.wait();
+            let mine = now();
+            // Read while the owner still runs (it waits for the message below).
+            let owners = (owner.allocated(), owner.deallocated());
+            drop(set);
+            assert_eq!(mine, (a0, d0 + n as u64 * per));
+            assert_eq!(owners, seen);
             drop(blocks);
         });
     });
