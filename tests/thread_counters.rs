@@ -272,3 +272,41 @@ fn a_heap_and_its_scopes_count_for_the_calling_thread() {
     assert_eq!(now(), end);
     assert_eq!((c.allocated(), c.deallocated()), end);
 }
+
+/// Scopes of two heaps, one inside the other: the inner scope's heap carries the counts on and
+/// back through the outer one's; inside them the pointer form (taken there too) names the
+/// thread's own counters, which show the counts as at the outer scope's start until it ends.
+#[test]
+fn nested_scopes_carry_the_counts_through() {
+    let (outer, inner) = (Heap::new(), Heap::new());
+    let c = thread_counters();
+    let start = now();
+    let seen = outer.enter(|| {
+        let _a: Vec<u8> = Vec::with_capacity(100);
+        let in_outer = now();
+        let (in_inner, pointer_inside, pointer_taken_inside) = inner.enter(|| {
+            let _b: Vec<u8> = Vec::with_capacity(40);
+            let t = thread_counters();
+            (
+                now(),
+                (c.allocated(), c.deallocated()),
+                (t.allocated(), t.deallocated()),
+            )
+        });
+        (
+            in_outer,
+            in_inner,
+            pointer_inside,
+            pointer_taken_inside,
+            now(),
+        )
+    });
+    let (in_outer, in_inner, pointer_inside, pointer_taken_inside, leaving) = seen;
+    assert_eq!(in_outer, (start.0 + 100, start.1));
+    assert_eq!(in_inner, (start.0 + 140, start.1));
+    assert_eq!(pointer_inside, start);
+    assert_eq!(pointer_taken_inside, start);
+    assert_eq!(leaving, (start.0 + 140, start.1 + 40));
+    assert_eq!(now(), (start.0 + 140, start.1 + 140));
+    assert_eq!((c.allocated(), c.deallocated()), now());
+}
