@@ -181,6 +181,10 @@ pub use api::pools::{GROUP_SLOTS, Handle, Iter, IterMut, Pool};
 #[cfg(feature = "std")]
 pub use api::stats::{ClassStats, Stats, stats, trim};
 #[cfg(feature = "std")]
+pub use api::thread_counters::{
+    ThreadCounters, thread_allocated, thread_counters, thread_deallocated,
+};
+#[cfg(feature = "std")]
 pub use base::code_settings::Settings;
 #[cfg(feature = "std")]
 pub use base::settings::{HugePages, huge_pages, set_huge_pages};

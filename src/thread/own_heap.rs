@@ -210,14 +210,19 @@ fn tracked_layout(layout: Layout) -> Option<(Layout, usize)> {
 /// (`header_room` of the allocation's alignment equals that of the block's: both are at most 32
 /// or equal).
 ///
+/// The block's size counts as deallocated in the calling thread's counters when `counted` (a
+/// free, not the heap's drop, which frees no block of the program's).
+///
 /// # Safety
 /// `t` is the header of a live tracked block, taken off its list, not used afterwards.
-unsafe fn dealloc_whole(t: *mut Tracked) {
+unsafe fn dealloc_whole(t: *mut Tracked, counted: bool) {
     // SAFETY: forwarded; size and align are the allocation's own layout, which was valid.
     unsafe {
         let whole = Layout::from_size_align_unchecked((*t).size, (*t).align);
         let block = t.cast::<u8>().add(size_of::<Tracked>());
-        backing_dealloc(block.sub(header_room(whole.align())), whole);
+        let room = header_room(whole.align());
+        let size = if counted { whole.size() - room } else { 0 };
+        backing_dealloc(block.sub(room), whole, size);
     }
 }
 
@@ -231,7 +236,7 @@ impl Inner {
             self.id = NEXT_ID.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
         }
         // SAFETY: `whole` has a non-zero size (room > 0).
-        let base = unsafe { backing_alloc(whole) };
+        let base = unsafe { backing_alloc(whole, layout.size()) };
         if base.is_null() {
             return base;
         }
@@ -284,7 +289,7 @@ impl Inner {
             if !next.is_null() {
                 (*next).prev = prev;
             }
-            dealloc_whole(t);
+            dealloc_whole(t, true);
         }
     }
 
@@ -295,7 +300,7 @@ impl Inner {
             // SAFETY: t is a live header of our list, read before its allocation is freed.
             unsafe {
                 let next = (*t).next;
-                dealloc_whole(t);
+                dealloc_whole(t, false);
                 t = next;
             }
         }

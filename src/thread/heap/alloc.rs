@@ -2,6 +2,7 @@
 //! slow path and its refill (in the order of the diagram in docs/how-it-works.md), the shared heap of threads whose exit hook
 //! already ran.
 
+use super::counters::count_here;
 use super::free::{flush_all, retire};
 use super::registry::new_registered_heap;
 use super::{Bin, Heap, bin, count_supply, current, direct, empty, exited, init_heap};
@@ -43,6 +44,8 @@ pub(crate) fn alloc_common(size: usize) -> *mut u8 {
         (*ch).free = FreeSlot::next(p);
         chunk::hand_out_one(ch);
         owner_add32(&(*ch).requested, size as u32);
+        // A slot was there, so h is not a static heap: this thread's counter (one `add`).
+        owner_add(&(*h).allocated, size);
         p.cast()
     }
 }
@@ -80,6 +83,9 @@ fn alloc_with<const REQUESTED: bool>(c: usize, size: usize) -> *mut u8 {
         chunk::hand_out_one(ch);
         if REQUESTED {
             owner_add32(&(*ch).requested, size as u32);
+            // As in `alloc_common`: h is this thread's heap. The size-less interface counts no
+            // bytes here (none come back with its free).
+            owner_add(&(*h).allocated, size);
         }
         p.cast()
     }
@@ -92,6 +98,9 @@ fn alloc_with<const REQUESTED: bool>(c: usize, size: usize) -> *mut u8 {
 #[inline]
 pub(crate) unsafe fn resized(p: *mut u8, old: usize, new: usize) {
     let ch = chunk::of(p);
+    // This thread's counters see the block freed at its old size and allocated at its new one,
+    // as a moving realloc counts it.
+    count_here(new, old);
     // SAFETY: p is live, so its chunk header is; its owner may write `requested`, any other
     // thread adds to `remote_requested` (the block stays live meanwhile, so the chunk cannot
     // change hands under us).
@@ -126,11 +135,21 @@ fn alloc_slow(size: usize, c: usize, h: *mut Heap) -> *mut u8 {
         // The commonest refill first, without `refill`'s loop: the current chunk's own frees
         // become its free list, and no remote free waits (else `refill` collects them).
         let ch = *current(h, c);
-        if !(*ch).local_free.is_null() && (*ch).remote.load(Relaxed) == 0 && chunk::take_local(ch) {
+        let p = if !(*ch).local_free.is_null()
+            && (*ch).remote.load(Relaxed) == 0
+            && chunk::take_local(ch)
+        {
             count_supply(bin(h, c), ch);
-            return pop(ch, size);
+            pop(ch, size)
+        } else {
+            alloc_from(h, c, size)
+        };
+        // This thread's counter, as the fast paths add to it (the size-less interface's `size`
+        // is 0).
+        if !p.is_null() {
+            owner_add(&(*h).allocated, size);
         }
-        alloc_from(h, c, size)
+        p
     }
 }
 

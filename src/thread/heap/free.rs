@@ -54,6 +54,9 @@ unsafe fn dealloc_with<const REQUESTED: bool>(p: *mut u8, size: usize) {
         (*ch).local_free = s;
         if REQUESTED {
             owner_add32(&(*ch).requested, (size as u32).wrapping_neg());
+            // The owner test passed, so h is this thread's heap, not a static one: its counter
+            // (one `add`). A remote free counts in `free_remote`.
+            owner_add(&(*h).deallocated, size);
         }
         // Last, so that the branch takes the decrement's flags.
         if chunk::free_one(ch) {
@@ -198,6 +201,11 @@ unsafe fn free_remote(p: *mut u8, size: usize) {
         }
         (*ch).class as usize
     };
+    if h != exited() {
+        // SAFETY: h is this thread's heap: its counters are ours to write. (The size-less
+        // interface's `size` is 0.)
+        unsafe { owner_add(&(*h).deallocated, size) };
+    }
     if h == exited() || owner.is_null() {
         // SAFETY: as above.
         let was_full = unsafe { chunk::push_remote(ch, p.cast(), p.cast()) };

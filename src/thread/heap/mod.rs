@@ -27,6 +27,8 @@
 //! - `mod.rs`: the `Heap` and `Bin` types, the static *empty* and *exited* heaps, this thread's
 //!   TLS word and its heap's start ([`init_heap`]), where a chunk sits in a bin.
 //! - `registry.rs`: the heap arena, the registry of live and free heaps, the orphan counters.
+//! - `counters.rs`: this thread's counters of bytes allocated and deallocated (the fast paths
+//!   add to their heap's; the other paths through `count_here`).
 //! - `free.rs`: the free fast path, the owner's slow free, an empty chunk retired, remote frees
 //!   and their batches.
 //! - `alloc.rs`: the allocation fast path, the slow path (refill, remote frees collected, hinted
@@ -36,6 +38,7 @@
 //! - `stats.rs`: the counts `stats` reads, large blocks' included.
 
 mod alloc;
+mod counters;
 mod fork;
 mod free;
 mod registry;
@@ -43,9 +46,11 @@ mod stats;
 mod thread;
 
 pub(crate) use alloc::{alloc, alloc_common, alloc_unsized, resized};
+pub(crate) use counters::{thread_counters, thread_counts};
 pub(crate) use free::{dealloc, dealloc_unsized};
 pub(crate) use stats::{
-    class_totals, count_large, large_alloc, large_dealloc, large_realloc, large_totals,
+    class_totals, count_large, large_alloc, large_alloc_as, large_dealloc, large_dealloc_as,
+    large_realloc, large_totals,
 };
 pub(crate) use thread::owned_by;
 pub(crate) use thread::{owned_alloc, owned_destroy, owned_free, owned_new, trim_current_thread};
@@ -84,6 +89,14 @@ struct Bin {
 /// A thread's heap.
 #[repr(C)]
 pub(crate) struct Heap {
+    /// Bytes the thread allocated and deallocated since it started, as the requests' sizes
+    /// (wrapping; owner load + store): `poolalloc::thread_counters`. The fast paths add to the
+    /// heap their TLS word names, so in the heap of a `Heap` scope these are the counts of the
+    /// thread in the scope, carried over from `outer` by `owned_enter` and back by `owned_leave`.
+    /// First in the heap, where the fast paths reach them with no displacement. Zero in the
+    /// static heaps, which nothing writes.
+    allocated: AtomicUsize,
+    deallocated: AtomicUsize,
     /// Per request size up to [`COMMON_MAX`] (the index is the size in bytes), the current chunk
     /// of the size's class: `direct[s] == current[class_of(s)]`, kept so by [`set_current`], the
     /// only writer of either. The common allocation (`size_class::class_of_common`) finds its
@@ -116,10 +129,15 @@ pub(crate) struct Heap {
     /// A `Heap`'s (own_heap.rs), not a thread's: it never adopts an abandoned chunk (whose live
     /// slots are other heaps' blocks, which dropping the `Heap` would give back with its chunks).
     owned: bool,
+    /// In a `Heap` scope's heap (`owned`) while a thread is in the scope: the heap its TLS word
+    /// named before (`owned_enter`), the thread's own or an outer scope's.
+    outer: *mut Heap,
 }
 
 const fn new_heap() -> Heap {
     Heap {
+        allocated: AtomicUsize::new(0),
+        deallocated: AtomicUsize::new(0),
         direct: [chunk::dummy(); COMMON_MAX + 1],
         current: [chunk::dummy(); NUM_CLASSES],
         bins: [const {
@@ -141,6 +159,7 @@ const fn new_heap() -> Heap {
         batches: [Batch::EMPTY; NUM_CLASSES],
         batched: 0,
         owned: false,
+        outer: ptr::null_mut(),
     }
 }
 

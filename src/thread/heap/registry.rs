@@ -74,8 +74,14 @@ pub(super) fn new_registered_heap() -> *mut Heap {
         r.arena_left -= size;
         h
     };
-    // SAFETY: h is ours under the lock; a heap from the free list may have been a `Heap`'s.
-    unsafe { (*h).owned = false };
+    // SAFETY: h is ours under the lock; a heap from the free list may have been a `Heap`'s, or
+    // a thread's, whose counters the new one does not continue.
+    unsafe {
+        (*h).owned = false;
+        (*h).outer = ptr::null_mut();
+        (*h).allocated.store(0, Relaxed);
+        (*h).deallocated.store(0, Relaxed);
+    }
     // SAFETY: h is ours; registry links are guarded by the lock we hold.
     unsafe {
         (*h).prev = ptr::null_mut();

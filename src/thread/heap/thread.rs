@@ -4,9 +4,10 @@
 //! `free.rs` call.
 
 use super::alloc::{alloc_from, collect, unfull_hinted};
+use super::counters::{carry_in, carry_out, count_here};
 use super::free::{flush_all, free_slow, retire};
 use super::registry::{new_registered_heap, unregister};
-use super::{Bin, Heap, bin, current, empty, exited, fork, owner_add, owner_add32};
+use super::{Bin, Heap, bin, current, empty, exited, fork, init_heap, owner_add, owner_add32};
 use super::{set_current, this_heap, tls};
 use crate::base::size_class::NUM_CLASSES;
 use crate::chunks::chunk::{self, Chunk, FreeSlot, unlink};
@@ -120,7 +121,12 @@ pub(crate) fn owned_new() -> *mut Heap {
 /// The caller owns `h` (holds the lock it is used under) and `h` came from [`owned_new`].
 pub(crate) unsafe fn owned_alloc(h: *mut Heap, c: usize, size: usize) -> *mut u8 {
     // SAFETY: forwarded contract.
-    unsafe { alloc_from(h, c, size) }
+    let p = unsafe { alloc_from(h, c, size) };
+    if !p.is_null() {
+        // Counted for the calling thread, whichever heap serves it.
+        count_here(size, 0);
+    }
+    p
 }
 
 /// Frees slot `p` of `size` bytes into `h`, its chunk's owner, as the owner's own free does.
@@ -128,6 +134,7 @@ pub(crate) unsafe fn owned_alloc(h: *mut Heap, c: usize, size: usize) -> *mut u8
 /// # Safety
 /// The caller owns `h`; `p` is a live slot handed out by [`owned_alloc`] from `h`.
 pub(crate) unsafe fn owned_free(h: *mut Heap, p: *mut u8, size: usize) {
+    count_here(0, size);
     let ch = chunk::of(p);
     // SAFETY: p is a live slot of a chunk h owns (caller): h's owner may write its fields.
     unsafe {
@@ -172,13 +179,20 @@ pub(crate) unsafe fn owned_destroy(h: *mut Heap) {
 
 /// Routes the calling thread's allocations to `h` (`Heap::enter`): the thread's TLS word names `h`
 /// until [`owned_leave`], so `PoolAlloc`'s fast paths allocate from `h`'s chunks and free into
-/// them as its owner. Returns what the TLS word named before, for [`owned_leave`].
+/// them as its owner, and `h` carries the thread's counters meanwhile. Returns what the TLS word
+/// named before (the thread's heap, made now if it had none), for [`owned_leave`].
 ///
 /// # Safety
 /// The caller owns `h` (holds its `Heap`'s lock) until the matching [`owned_leave`], on this
 /// thread.
 pub(crate) unsafe fn owned_enter(h: *mut Heap) -> *mut Heap {
-    let prev = this_heap();
+    let mut prev = this_heap();
+    if prev == empty() {
+        // A heap of its own for the counters to go back to.
+        prev = init_heap();
+    }
+    // SAFETY: the caller owns h; prev is what this thread's TLS word names, not the empty heap.
+    unsafe { carry_in(h, prev) };
     tls::set(h);
     prev
 }
@@ -189,8 +203,11 @@ pub(crate) unsafe fn owned_enter(h: *mut Heap) -> *mut Heap {
 /// # Safety
 /// As for [`owned_enter`], whose result `prev` is.
 pub(crate) unsafe fn owned_leave(h: *mut Heap, prev: *mut Heap) {
-    // SAFETY: the caller still owns h.
-    unsafe { flush_all(h) };
+    // SAFETY: the caller still owns h; prev is the heap `owned_enter` carried the counters from.
+    unsafe {
+        flush_all(h);
+        carry_out(h, prev);
+    }
     tls::set(prev);
 }
 

@@ -11,20 +11,21 @@ use core::ptr;
 /// The pools' heap whose chunks a [`Heap`] owns.
 pub(super) type PoolsHeap = crate_heap::Heap;
 
-/// Where tracked blocks come from where the pools run: `PoolAlloc`'s large blocks.
+/// Where tracked blocks come from where the pools run: `PoolAlloc`'s large blocks, counted as
+/// `counted` bytes in the calling thread's counters (the block's size, without the header).
 ///
 /// # Safety
 /// `layout` has a non-zero size.
-pub(super) unsafe fn backing_alloc(layout: Layout) -> *mut u8 {
+pub(super) unsafe fn backing_alloc(layout: Layout, counted: usize) -> *mut u8 {
     // SAFETY: a valid, non-zero layout (caller), which the large path takes whatever its size.
-    unsafe { heap::large_alloc(layout, false) }
+    unsafe { heap::large_alloc_as(layout, false, counted) }
 }
 
 /// # Safety
 /// `p` came from [`backing_alloc`] with `layout`.
-pub(super) unsafe fn backing_dealloc(p: *mut u8, layout: Layout) {
+pub(super) unsafe fn backing_dealloc(p: *mut u8, layout: Layout, counted: usize) {
     // SAFETY: forwarded contract.
-    unsafe { heap::large_dealloc(p, layout) }
+    unsafe { heap::large_dealloc_as(p, layout, counted) }
 }
 
 impl Heap {

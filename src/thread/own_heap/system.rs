@@ -8,18 +8,18 @@ use core::alloc::Layout;
 pub(super) type PoolsHeap = ();
 
 /// Where tracked blocks (every block, here) come from where the pools have no port: the
-/// system allocator.
+/// system allocator (no thread counters here: `counted` is for the pools' version).
 ///
 /// # Safety
 /// `layout` has a non-zero size.
-pub(super) unsafe fn backing_alloc(layout: Layout) -> *mut u8 {
+pub(super) unsafe fn backing_alloc(layout: Layout, _counted: usize) -> *mut u8 {
     // SAFETY: forwarded contract.
     unsafe { std::alloc::GlobalAlloc::alloc(&std::alloc::System, layout) }
 }
 
 /// # Safety
 /// `p` came from [`backing_alloc`] with `layout`.
-pub(super) unsafe fn backing_dealloc(p: *mut u8, layout: Layout) {
+pub(super) unsafe fn backing_dealloc(p: *mut u8, layout: Layout, _counted: usize) {
     // SAFETY: forwarded contract.
     unsafe { std::alloc::GlobalAlloc::dealloc(&std::alloc::System, p, layout) }
 }
