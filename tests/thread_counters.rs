@@ -57,8 +57,8 @@ fn alloc_free_exact(sizes: &[usize], zeroed: bool) -> u64 {
     total
 }
 
-/// Small (fast path, refills, the 32 KiB class) and large sizes, plain and zeroed.
-const SIZES: [usize; 12] = [
+/// Small (fast path, refills, the 32 and 64 KiB classes) and large sizes, plain and zeroed.
+const SIZES: [usize; 14] = [
     1,
     8,
     24,
@@ -68,6 +68,8 @@ const SIZES: [usize; 12] = [
     4000,
     32 << 10,
     40_000,
+    64 << 10,
+    70_000,
     300_000,
     5 << 20,
     17,
