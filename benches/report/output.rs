@@ -211,7 +211,10 @@ fn huge_table(workloads: &[&(&str, Workload, bool)], runs: &[Vec<Vec<Run>>]) -> 
     s += &header(&columns);
     for (wi, w) in workloads.iter().enumerate() {
         let shares = medians(&runs[wi], huge_share);
-        let own: Vec<f64> = runs[wi][0].iter().filter_map(|r| r.own_huge_share).collect();
+        let own: Vec<f64> = runs[wi][0]
+            .iter()
+            .filter_map(|r| r.own_huge_share)
+            .collect();
         let mut cells = vec![w.0.to_string()];
         cells.extend(shares.iter().map(|&x| percent(x)));
         cells.push(if own.is_empty() {
