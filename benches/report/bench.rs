@@ -15,7 +15,9 @@
 //! Output: a Markdown table on stdout and in `target/poolalloc-report/report.md`, a bar chart of the
 //! ratios (`ratios.svg`, `ratios.png`) and, for the fragmentation workloads and http-service, RSS
 //! over time per allocator (`rss-<workload>.svg`/`.png`); for http-service also requests per
-//! second and p99 latency.
+//! second and p99 latency. Beside time and peak RSS each child reports its minor faults and the
+//! share of its memory in transparent huge pages near its peak (`huge_pages.rs`); the header names
+//! the machine's THP mode.
 //!
 //! The workloads live in files of their own (`patterns.rs`, `crates.rs`, `frag.rs`,
 //! `large_buffers.rs`, `markdown.rs`, `rayon_reduce.rs`, `groupby.rs`, `service.rs`), the tables
