@@ -8,9 +8,9 @@ Each TARGET_DIR holds a report binary built with
 (from this tree or a patched copy). Every workload's poolalloc child is run once per build per
 round, the order rotated; the table gives medians and each build's time over the first one's,
 with the geometric mean; a second the same for CPU time (user + system of the whole child, steadier
-on a loaded machine), a third each build's median minor page faults and peak RSS; with POOLALLOC_BENCH_HUGE=1 in a
-build's variables, a fourth the share of poolalloc's chunk memory in huge pages (report binaries
-that print it).
+on a loaded machine), a third each build's median minor page faults and peak RSS; a fourth the share of poolalloc's
+chunk memory in huge pages near the child's peak RSS (`Stats::huge_page_share`; report binaries
+that print it, every poolalloc child since benches/report/huge_pages.rs).
 See benches/results/experiments.md.
 """
 import subprocess, sys, os, statistics, math, glob, resource
@@ -48,8 +48,7 @@ for r in range(rounds):
             kv = dict(f.split('=', 1) for f in line.split()[1:] if '=' in f)
             res[w][n].append(float(kv["secs"]))
             mem[w][n].append((int(kv.get("faults", 0)), int(kv["peak_rss"])))
-            # With POOLALLOC_BENCH_HUGE=1 (poolalloc children): the share of chunk memory in huge
-            # pages at the heap's largest sample.
+            # poolalloc children: the share of chunk memory in huge pages near the peak RSS.
             if "huge_share" in kv: huge[w][n].append(float(kv["huge_share"]))
     print("round", r + 1, "done", file=sys.stderr)
 base = names[0]

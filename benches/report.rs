@@ -1,5 +1,5 @@
 //! The benchmark and fragmentation report (`report/bench.rs`). Built where its peers (jemalloc and
-//! mimalloc, C builds; rusty_alloc, Rust; snmalloc, C++, with glibc only) and its chart renderer
+//! mimalloc, C builds; rusty_alloc, Rust; snmalloc, C++) and its chart renderer
 //! are dev-dependencies, Linux with glibc (x86_64 and aarch64) or musl (`--target
 //! x86_64-unknown-linux-musl`, the C peers built with musl-gcc; the report then goes to
 //! `target/poolalloc-report/musl/`): on other targets (Windows, ...) the bench only says so, so

@@ -6,7 +6,7 @@
 //!
 //! Every workload runs as its own child process per allocator (RSS is process-wide), interleaved
 //! round by round with the allocator order rotated, several rounds; the table gives medians and the
-//! ratio of poolalloc to the best peer (the best of jemalloc, mimalloc, rusty_alloc and, with glibc,
+//! ratio of poolalloc to the best peer (the best of jemalloc, mimalloc, rusty_alloc and
 //! snmalloc). The child is this same binary, re-executed with `POOLALLOC_BENCH_ALLOC` naming the
 //! allocator: its global allocator (`Switch` below) reads that variable at its first call and
 //! forwards every call to PoolAlloc, System or a peer, so the workload uses the allocator exactly
@@ -17,7 +17,9 @@
 //! Output: a Markdown table on stdout and in `target/poolalloc-report/report.md`, a bar chart of the
 //! ratios (`ratios.svg`, `ratios.png`) and, for the fragmentation workloads and http-service, RSS
 //! over time per allocator (`rss-<workload>.svg`/`.png`); for http-service also requests per
-//! second and p99 latency.
+//! second and p99 latency. Beside time and peak RSS each child reports its minor faults and the
+//! share of its memory in transparent huge pages near its peak (`huge_pages.rs`); the header names
+//! the machine's THP mode.
 //!
 //! The workloads live in files of their own (`patterns.rs`, `crates.rs`, `frag.rs`,
 //! `large_buffers.rs`, `markdown.rs`, `rayon_reduce.rs`, `groupby.rs`, `service.rs`), the tables
@@ -50,6 +52,8 @@ mod service;
 mod scaling;
 // RSS over minutes of a service and a real-crate program: `--soak`.
 mod soak;
+// The share of each child's memory in huge pages, and the THP mode.
+mod huge_pages;
 // The Markdown tables and the charts.
 mod output;
 
@@ -64,13 +68,10 @@ static POOL: poolalloc::PoolAlloc = poolalloc::PoolAlloc::new();
 static JE: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 static MI: mimalloc::MiMalloc = mimalloc::MiMalloc;
 static RA: rusty_alloc_api::RustyAlloc = rusty_alloc_api::RustyAlloc;
-#[cfg(target_env = "gnu")]
 static SN: snmalloc_rs::SnMalloc = snmalloc_rs::SnMalloc;
 
 /// The allocators, by the name `POOLALLOC_BENCH_ALLOC` gives: poolalloc, the system's, then the
-/// peers poolalloc's ratios are taken against ([`PEERS`]). snmalloc comes last, and only with glibc
-/// (Cargo.toml says why), so that the others keep their places on musl.
-#[cfg(target_env = "gnu")]
+/// peers poolalloc's ratios are taken against ([`PEERS`]).
 const ALLOCATORS: &[&str] = &[
     "poolalloc",
     "system",
@@ -79,8 +80,6 @@ const ALLOCATORS: &[&str] = &[
     "rusty_alloc",
     "snmalloc",
 ];
-#[cfg(not(target_env = "gnu"))]
-const ALLOCATORS: &[&str] = &["poolalloc", "system", "jemalloc", "mimalloc", "rusty_alloc"];
 
 /// The peers (indices into ALLOCATORS): every allocator after the system's.
 const PEERS: std::ops::Range<usize> = 2..ALLOCATORS.len();
@@ -139,7 +138,6 @@ macro_rules! forward {
                 3 => JE.$method($($arg),*),
                 4 => MI.$method($($arg),*),
                 5 => RA.$method($($arg),*),
-                #[cfg(target_env = "gnu")]
                 6 => SN.$method($($arg),*),
                 _ => System.$method($($arg),*),
             }
@@ -270,49 +268,6 @@ impl Sampler {
     }
 }
 
-/// With `POOLALLOC_BENCH_HUGE=1` and poolalloc serving the child: samples `stats()` every 10 ms
-/// and reports, at the sample with the most chunk memory, the share of it in huge pages
-/// (`huge_share=`, `Stats::huge_page_share`). Off by default: a stats call every 10 ms is a
-/// third thread's work on a 2-core machine.
-struct HugeSampler(Sampler, Arc<std::sync::Mutex<(usize, f64)>>);
-
-impl HugeSampler {
-    fn start() -> Option<HugeSampler> {
-        let on = std::env::var("POOLALLOC_BENCH_HUGE").is_ok_and(|v| v == "1")
-            && std::env::var("POOLALLOC_BENCH_ALLOC").is_ok_and(|v| v == "poolalloc");
-        if !on {
-            return None;
-        }
-        let best = Arc::new(std::sync::Mutex::new((0usize, 0f64)));
-        let b = Arc::clone(&best);
-        let stop = Arc::new(AtomicU8::new(0));
-        let s = Arc::clone(&stop);
-        let handle = std::thread::spawn(move || {
-            while s.load(Ordering::Relaxed) == 0 {
-                let st = poolalloc::stats();
-                let mut b = b.lock().unwrap();
-                if st.reserved_bytes >= b.0 {
-                    *b = (st.reserved_bytes, st.huge_page_share());
-                }
-                drop(b);
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            Vec::new()
-        });
-        Some(HugeSampler(
-            Sampler {
-                stop,
-                handle: Some(handle),
-            },
-            best,
-        ))
-    }
-    fn finish(self) -> String {
-        self.0.finish();
-        format!(" huge_share={:.3}", self.1.lock().unwrap().1)
-    }
-}
-
 // ------------------------------------------------------------------------------------------------
 // The workloads.
 
@@ -378,7 +333,9 @@ fn child(workload: &str) {
         .expect("unknown workload");
     let f = w.1;
     let sampler = sampled(w).then(Sampler::start);
-    let huge = HugeSampler::start();
+    let huge = huge_pages::Watch::start(
+        std::env::var("POOLALLOC_BENCH_ALLOC").is_ok_and(|v| v == "poolalloc"),
+    );
     let t = Instant::now();
     let e = f(params_from_env());
     // Fragmentation workloads include one second of waiting after free: not part of their time.
@@ -386,7 +343,13 @@ fn child(workload: &str) {
         - if e.rss_freed_1s.is_some() { 1.0 } else { 0.0 }
         - e.setup.as_secs_f64();
     let faults = minor_faults();
-    let huge = huge.map(HugeSampler::finish).unwrap_or_default();
+    let huge = huge.finish();
+    // The kernel's count for every allocator; poolalloc's own share (`huge_share=`) for it only.
+    let huge = format!(" huge={} anon={}", huge.huge, huge.anon)
+        + &huge
+            .own_share
+            .map(|s| format!(" huge_share={s:.3}"))
+            .unwrap_or_default();
     let samples = sampler.map(Sampler::finish).unwrap_or_default();
     let samples: Vec<String> = samples.iter().map(|(ms, r)| format!("{ms}:{r}")).collect();
     // Only the workloads that measure them print these (an empty value would not parse).
@@ -420,6 +383,11 @@ struct Run {
     p99_us: Option<f64>,
     ops_per_sec: Option<f64>,
     work: Option<f64>,
+    /// `AnonHugePages` and `Anonymous` of the child near its peak RSS (`huge_pages.rs`), and
+    /// poolalloc's own share of chunk memory in huge pages at the same moment.
+    huge: usize,
+    anon: usize,
+    own_huge_share: Option<f64>,
     samples: Vec<(u32, usize)>,
 }
 
@@ -437,6 +405,9 @@ fn parse(line: &str) -> Option<Run> {
             "p99_us" => r.p99_us = Some(v.parse().ok()?),
             "ops_per_sec" => r.ops_per_sec = Some(v.parse().ok()?),
             "work" => r.work = Some(v.parse().ok()?),
+            "huge" => r.huge = v.parse().ok()?,
+            "anon" => r.anon = v.parse().ok()?,
+            "huge_share" => r.own_huge_share = Some(v.parse().ok()?),
             "samples" => {
                 r.samples = v
                     .split(',')

@@ -2,6 +2,7 @@
 //! services' throughput and latency, fragmentation) and the charts (the ratios, and RSS over time
 //! of the fragmentation workloads and the service).
 
+use super::huge_pages::thp_mode;
 use super::{ALLOCATORS, HARDENED, PEERS, RUNNERS, Run, Workload, runner_name, sampled};
 use crate::harness::chart::{COLORS, Names, RatioBars, legend, register_font};
 use crate::harness::stats::{geomean, median, mib};
@@ -22,6 +23,16 @@ fn medians(runs: &[Vec<Run>], f: impl Fn(&Run) -> f64) -> Vec<f64> {
     runs.iter()
         .map(|r| median(r.iter().map(&f).collect()))
         .collect()
+}
+
+/// The share of a child's anonymous memory in huge pages near its peak RSS (`huge_pages.rs`).
+fn huge_share(r: &Run) -> f64 {
+    r.huge as f64 / r.anon.max(1) as f64
+}
+
+/// A share as a whole percentage.
+fn percent(x: f64) -> String {
+    format!("{:.0}%", x * 100.0)
 }
 
 /// The best peer's figure: the lowest of the peers' values (a time, a peak RSS, a latency).
@@ -47,21 +58,31 @@ pub fn table(
 ) -> String {
     let mut s = String::new();
     s += &format!(
-        "Medians of {rounds} interleaved run(s) per cell, {threads} threads{}. Time in seconds, peak RSS in MiB; \
-         vs best peer = poolalloc / best of {} (below 1 is better); hardened cost = poolalloc built with \
-         `--features hardened` / poolalloc.\n\n",
+        "Medians of {rounds} interleaved run(s) per cell, {threads} threads{}; {}. Time in seconds, peak RSS in MiB; \
+         vs best peer = poolalloc / best of {} (below 1 is better); poolalloc huge = the share of its \
+         anonymous memory in huge pages near its peak RSS (every allocator's: the huge-page table below); \
+         hardened cost = poolalloc built with `--features hardened` / poolalloc.\n\n",
         if quick {
             ", quick mode (small inputs)"
         } else {
             ""
         },
+        thp_mode(),
         peer_names()
     );
     let columns: Vec<String> = std::iter::once("workload".to_string())
         .chain(ALLOCATORS.iter().map(|a| format!("{a} s")))
         .chain(["time vs best peer".to_string()])
         .chain(ALLOCATORS.iter().map(|a| format!("{a} RSS")))
-        .chain(["RSS vs best peer", "hardened s", "hardened cost"].map(String::from))
+        .chain(
+            [
+                "RSS vs best peer",
+                "poolalloc huge",
+                "hardened s",
+                "hardened cost",
+            ]
+            .map(String::from),
+        )
         .collect();
     s += &header(&columns);
     // Per workload: (time ratio, peak-RSS ratio, hardened cost), from the same medians as the table.
@@ -71,6 +92,7 @@ pub fn table(
         let m = medians(&runs[wi][..ALLOCATORS.len()], |r| r.peak_rss as f64);
         let (time, rss) = peer_ratios(&runs[wi]);
         let cost = t[HARDENED] / t[0];
+        let huge = medians(&runs[wi][..1], huge_share)[0];
         ratios.push((time, rss, cost));
         let cells: Vec<String> = std::iter::once(w.0.to_string())
             .chain(t[..ALLOCATORS.len()].iter().map(|x| format!("{x:.3}")))
@@ -78,6 +100,7 @@ pub fn table(
             .chain(m.iter().map(|&x| mib(x)))
             .chain([
                 format!("**{rss:.2}**"),
+                percent(huge),
                 format!("{:.3}", t[HARDENED]),
                 format!("**{cost:.2}**"),
             ])
@@ -101,6 +124,7 @@ pub fn table(
         );
     }
     s += &faults_table(workloads, runs);
+    s += &huge_table(workloads, runs);
     s += &service_table(workloads, runs);
     let frag: Vec<usize> = (0..workloads.len()).filter(|&i| workloads[i].2).collect();
     if !frag.is_empty() {
@@ -166,6 +190,40 @@ fn faults_table(workloads: &[&(&str, Workload, bool)], runs: &[Vec<Vec<Run>>]) -
         "\nFaults above jemalloc's on {above} of {} workloads (target: none).\n",
         workloads.len()
     );
+    s
+}
+
+/// The share of each child's anonymous memory in transparent huge pages near its peak RSS, per
+/// workload and runner (medians), the kernel's count for every allocator; and poolalloc's own count
+/// of its chunk memory in huge pages at the same moment.
+fn huge_table(workloads: &[&(&str, Workload, bool)], runs: &[Vec<Vec<Run>>]) -> String {
+    let mut s = format!(
+        "\nHuge pages: `AnonHugePages` / `Anonymous` of each child (`/proc/self/smaps_rollup`), read each time its \
+         RSS grew by a quarter, at the reading with the largest RSS (so within a quarter of its peak); medians; \
+         {}. poolalloc own = `Stats::huge_page_share` at the same reading (its chunk memory in advised 2 MiB \
+         units; large blocks not counted).\n\n",
+        thp_mode()
+    );
+    let columns: Vec<&str> = std::iter::once("workload")
+        .chain((0..RUNNERS).map(runner_name))
+        .chain(["poolalloc own"])
+        .collect();
+    s += &header(&columns);
+    for (wi, w) in workloads.iter().enumerate() {
+        let shares = medians(&runs[wi], huge_share);
+        let own: Vec<f64> = runs[wi][0]
+            .iter()
+            .filter_map(|r| r.own_huge_share)
+            .collect();
+        let mut cells = vec![w.0.to_string()];
+        cells.extend(shares.iter().map(|&x| percent(x)));
+        cells.push(if own.is_empty() {
+            String::new()
+        } else {
+            percent(median(own))
+        });
+        s += &row(&cells);
+    }
     s
 }
 
