@@ -29,6 +29,7 @@ use allocator_api2::alloc::{AllocError, Allocator};
 use hashbrown::{DefaultHashBuilder, HashMap};
 use poolalloc::PoolAlloc;
 use poolalloc::testing::{Counts, count, set_limit};
+use poolalloc_bench_harness::stats::{geomean, median};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::ptr::NonNull;
@@ -311,15 +312,6 @@ fn check_allocations(w: Workload, iters: usize, got: usize, who: &str) {
         Some(per) => assert_eq!(got, per * iters, "{who} on {}", w.name()),
         None => assert!(got >= iters, "{who} on {}: {got} allocations", w.name()),
     }
-}
-
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    xs[xs.len() / 2]
-}
-
-fn geomean(xs: &[f64]) -> f64 {
-    (xs.iter().map(|x| x.ln()).sum::<f64>() / xs.len() as f64).exp()
 }
 
 fn main() {

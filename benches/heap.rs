@@ -10,6 +10,7 @@
 //! - bumpalo: `Bump::alloc`, then `reset` (which keeps its largest chunk for reuse).
 
 use allocator_api2::boxed::Box as ABox;
+use poolalloc_bench_harness::stats::median;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -70,11 +71,6 @@ fn bumpalo_reset(bump: &mut bumpalo::Bump) -> (Duration, Duration) {
     (a, t.elapsed())
 }
 
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
-
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let rounds = if quick { 3 } else { 11 };
@@ -96,11 +92,11 @@ fn main() {
                 2 => global_one_by_one(),
                 _ => bumpalo_reset(&mut bump),
             };
-            alloc[w].push(a);
-            release[w].push(f);
+            alloc[w].push(a.as_secs_f64());
+            release[w].push(f.as_secs_f64());
         }
     }
-    let rel: Vec<Duration> = release.into_iter().map(median).collect();
+    let rel: Vec<f64> = release.into_iter().map(median).collect();
     println!(
         "{N} objects of {} bytes, median of {rounds} rounds",
         size_of::<Obj>()
@@ -111,9 +107,9 @@ fn main() {
         let a = median(alloc[w].clone());
         println!(
             "| {name} | {:.2} | {:.1} | {:.3} |",
-            a.as_secs_f64() * 1e3,
-            rel[w].as_secs_f64() * 1e6,
-            rel[w].as_secs_f64() / rel[0].as_secs_f64()
+            a * 1e3,
+            rel[w] * 1e6,
+            rel[w] / rel[0]
         );
     }
 }

@@ -6,6 +6,7 @@
 //! turn, rotating which goes first, and the table gives the median over rounds of the time per
 //! operation, and Pool's ratio to slotmap (below 1 is better).
 
+use poolalloc_bench_harness::stats::median;
 use std::hint::black_box;
 use std::time::Instant;
 
@@ -142,11 +143,6 @@ fn round<B: Bench>() -> [f64; 5] {
 
 /// A container's round: nanoseconds per operation, in OPS order.
 type Round = fn() -> [f64; 5];
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");

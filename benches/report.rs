@@ -13,15 +13,13 @@
 #[path = "report/bench.rs"]
 mod bench;
 
-// The harness shared with poolalloc-c's programs benchmark; not every item serves this one.
+// The harness the benchmarks share (benches/harness), as `crate::harness` for report/'s modules.
 #[cfg(all(
     target_os = "linux",
     any(target_env = "gnu", target_env = "musl"),
     not(poolalloc_no_bench_peers)
 ))]
-#[allow(dead_code)]
-#[path = "harness/mod.rs"]
-mod harness;
+use poolalloc_bench_harness as harness;
 
 fn main() {
     #[cfg(all(

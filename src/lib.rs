@@ -29,8 +29,9 @@
 //! - **carve**: to link never-used slots of a chunk onto its free list, at most 4 KiB of them at a
 //!   time, so untouched memory stays out of RSS. 4 KiB is a fixed byte count, not the **OS page**,
 //!   which is 4 KiB to 64 KiB depending on the system and is read at run time.
-//! - **heap**: per thread, the chunks the thread owns, in one **bin** per class: the *current*
-//!   chunk the fast path pops from, the *avail* list (chunks with free slots) and the *full* list.
+//! - **heap**: per thread, the chunks the thread owns, in one **bin** per class (the type
+//!   `ThreadHeap`, `thread/heap/`): the *current* chunk the fast path pops from, the *avail* list
+//!   (chunks with free slots) and the *full* list.
 //!   The fast paths take no lock and make no atomic read-modify-write. A [`Heap`] of your own is a
 //!   heap no thread names, behind a lock.
 //! - **pool**: the slots of one size class, over every chunk and thread ("one pool per size

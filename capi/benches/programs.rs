@@ -5,11 +5,9 @@
 #[path = "programs/bench.rs"]
 mod bench;
 
-// The harness shared with poolalloc's report benchmark; not every item serves this one.
+// The harness the benchmarks share (benches/harness), as `crate::harness` for programs/'s modules.
 #[cfg(target_os = "linux")]
-#[allow(dead_code)]
-#[path = "../../benches/harness/mod.rs"]
-mod harness;
+use poolalloc_bench_harness as harness;
 
 fn main() {
     #[cfg(target_os = "linux")]

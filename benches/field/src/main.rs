@@ -26,6 +26,7 @@
 
 use core::alloc::{GlobalAlloc, Layout};
 use core::ptr;
+use poolalloc_bench_harness::stats::median;
 use std::alloc::System;
 use std::cell::RefCell;
 use std::time::Instant;
@@ -295,11 +296,6 @@ fn efficiency(a: &dyn GlobalAlloc, bound: usize, seed: u64) -> f64 {
     requested as f64 / EFF_REGION as f64
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
-}
-
 fn main() {
     let mut args = std::env::args().skip(1);
     let rounds: usize = args.next().map_or(5, |a| a.parse().expect("ROUNDS"));
@@ -337,12 +333,12 @@ fn main() {
     }
     let talc = Who::ALL.iter().position(|&w| w == Who::Talc).unwrap();
     let talc_rates: Vec<f64> = (0..BOUNDS.len())
-        .map(|b| median(&mut rates[talc][b].clone()))
+        .map(|b| median(rates[talc][b].clone()))
         .collect();
     for (wi, who) in Who::ALL.iter().enumerate() {
         print!("| {} |", who.name());
         for b in 0..BOUNDS.len() {
-            let m = median(&mut rates[wi][b]);
+            let m = median(rates[wi][b].clone());
             print!(" {m:.1} ({:.2}) |", m / talc_rates[b]);
         }
         println!();
@@ -362,13 +358,13 @@ fn main() {
     for who in Who::ALL.iter().filter(|w| w.regional()) {
         print!("| {} |", who.name());
         for &b in &BOUNDS {
-            let mut e: Vec<f64> = (0..5u64)
+            let e: Vec<f64> = (0..5u64)
                 .map(|s| {
                     let region = Region::new(EFF_REGION);
                     who.with(&region, |a| efficiency(a, b, 0x1234_5678 + s))
                 })
                 .collect();
-            print!(" {:.1}% |", 100.0 * median(&mut e));
+            print!(" {:.1}% |", 100.0 * median(e));
         }
         println!();
     }

@@ -5,7 +5,7 @@
 use super::counters::count_here;
 use super::free::{flush_all, retire};
 use super::registry::new_registered_heap;
-use super::{Bin, Heap, bin, count_supply, current, direct, empty, exited, init_heap};
+use super::{Bin, ThreadHeap, bin, count_supply, current, direct, empty, exited, init_heap};
 use super::{make_current, owner_add, owner_add32, push_avail, set_current, this_heap};
 use crate::base::lock::Lock;
 use crate::base::size_class::{self, COMMON_MAX};
@@ -25,7 +25,7 @@ pub(crate) fn alloc(c: usize, size: usize) -> *mut u8 {
 
 /// A slot for a request of `size` bytes (at most [`COMMON_MAX`]) aligned to at most 8: the
 /// common case (`size_class::class_of_common`), whose chunk is found by the size itself
-/// (`Heap::direct`). Null when out of memory.
+/// (`ThreadHeap::direct`). Null when out of memory.
 #[inline(always)]
 pub(crate) fn alloc_common(size: usize) -> *mut u8 {
     let h = this_heap();
@@ -53,7 +53,7 @@ pub(crate) fn alloc_common(size: usize) -> *mut u8 {
 /// [`alloc_common`]'s slow path: the class found now.
 #[cold]
 #[inline(never)]
-fn alloc_slow_common(size: usize, h: *mut Heap) -> *mut u8 {
+fn alloc_slow_common(size: usize, h: *mut ThreadHeap) -> *mut u8 {
     debug_assert!(size <= COMMON_MAX);
     match size_class::class_of_common(size, 1) {
         Some(c) => alloc_slow(size, c, h),
@@ -121,7 +121,7 @@ pub(crate) unsafe fn resized(p: *mut u8, old: usize, new: usize) {
 #[cold]
 #[inline(never)]
 // Arguments in the order the fast path holds them (the request's size stays in its register).
-fn alloc_slow(size: usize, c: usize, h: *mut Heap) -> *mut u8 {
+fn alloc_slow(size: usize, c: usize, h: *mut ThreadHeap) -> *mut u8 {
     let h = if h == empty() { init_heap() } else { h };
     if h == exited() {
         return alloc_shared(c, size);
@@ -173,7 +173,7 @@ unsafe fn pop(ch: *mut Chunk, size: usize) -> *mut u8 {
 ///
 /// # Safety
 /// The caller must own `h` (its thread, or the shared heap's lock).
-pub(super) unsafe fn alloc_from(h: *mut Heap, c: usize, size: usize) -> *mut u8 {
+pub(super) unsafe fn alloc_from(h: *mut ThreadHeap, c: usize, size: usize) -> *mut u8 {
     // SAFETY: the caller owns h and so every chunk on its lists.
     unsafe {
         let ch = refill(h, c);
@@ -190,7 +190,7 @@ pub(super) unsafe fn alloc_from(h: *mut Heap, c: usize, size: usize) -> *mut u8 
 ///
 /// # Safety
 /// The caller must own `h`.
-unsafe fn refill(h: *mut Heap, c: usize) -> *mut Chunk {
+unsafe fn refill(h: *mut ThreadHeap, c: usize) -> *mut Chunk {
     // SAFETY: the caller owns h and every chunk on its lists.
     unsafe {
         let b = bin(h, c);
@@ -280,7 +280,7 @@ pub(super) unsafe fn collect(b: *mut Bin, ch: *mut Chunk) -> u32 {
 ///
 /// # Safety
 /// The caller must own `h`.
-pub(super) unsafe fn unfull_hinted(h: *mut Heap, c: usize) {
+pub(super) unsafe fn unfull_hinted(h: *mut ThreadHeap, c: usize) {
     // SAFETY: the caller owns h and its lists.
     unsafe {
         let b = bin(h, c);
@@ -307,7 +307,7 @@ pub(super) unsafe fn unfull_hinted(h: *mut Heap, c: usize) {
 // ---------------------------------------------------------------------------------------------------
 // The shared heap: allocations by threads whose exit hook already ran.
 
-pub(super) struct Shared(*mut Heap);
+pub(super) struct Shared(*mut ThreadHeap);
 // SAFETY: the heap is used only under the lock.
 unsafe impl Send for Shared {}
 pub(super) static SHARED: Lock<Shared> = Lock::new(Shared(ptr::null_mut()));

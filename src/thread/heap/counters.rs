@@ -3,7 +3,7 @@
 //! `free.rs`: one `add` each, the heap and the size already in registers); every other path that
 //! hands out or takes back a block of the sized interface counts through [`count_here`].
 
-use super::{Heap, empty, exited, init_heap, owner_add, this_heap};
+use super::{ThreadHeap, empty, exited, init_heap, owner_add, this_heap};
 use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 /// Adds `allocated` and `deallocated` bytes to the calling thread's counters: those of the heap its
@@ -52,7 +52,7 @@ pub(crate) fn thread_counters() -> [&'static AtomicUsize; 2] {
         while (*h).owned {
             h = (*h).outer;
         }
-        let h: &'static Heap = &*h;
+        let h: &'static ThreadHeap = &*h;
         [&h.allocated, &h.deallocated]
     }
 }
@@ -63,7 +63,7 @@ pub(crate) fn thread_counters() -> [&'static AtomicUsize; 2] {
 /// # Safety
 /// The caller owns `scoped` (holds its `Heap`'s lock) and `outer` is the heap this thread's TLS
 /// word names, not the static *empty* one.
-pub(super) unsafe fn carry_in(scoped: *mut Heap, outer: *mut Heap) {
+pub(super) unsafe fn carry_in(scoped: *mut ThreadHeap, outer: *mut ThreadHeap) {
     // SAFETY: the caller owns scoped; outer is this thread's (or a static, read only).
     unsafe {
         (*scoped).outer = outer;
@@ -80,7 +80,7 @@ pub(super) unsafe fn carry_in(scoped: *mut Heap, outer: *mut Heap) {
 ///
 /// # Safety
 /// As [`carry_in`], with the same `scoped` and `outer`.
-pub(super) unsafe fn carry_out(scoped: *mut Heap, outer: *mut Heap) {
+pub(super) unsafe fn carry_out(scoped: *mut ThreadHeap, outer: *mut ThreadHeap) {
     if outer == exited() {
         return;
     }

@@ -3,7 +3,7 @@
 //! source, and remote frees, batched per class and pushed onto their chunk with one CAS.
 
 use super::registry::ORPHAN;
-use super::{Heap, bin, count_supply, current, empty, exited, init_heap, make_current};
+use super::{ThreadHeap, bin, count_supply, current, empty, exited, init_heap, make_current};
 use super::{owner_add, owner_add32, push_avail, this_heap};
 use crate::base::size_class::NUM_CLASSES;
 use crate::chunks::chunk::{self, Chunk, FreeSlot, unlink};
@@ -79,7 +79,7 @@ pub(super) unsafe fn free_slow(p: *mut u8) {
     // SAFETY: the caller owns ch (dealloc checked `owner`; a `Heap`'s free holds its lock), so
     // `owner` names its heap h, which the caller owns too.
     unsafe {
-        let h = (*ch).owner.load(Relaxed).cast::<Heap>();
+        let h = (*ch).owner.load(Relaxed).cast::<ThreadHeap>();
         let c = (*ch).class as usize;
         let b = bin(h, c);
         let l = (*h).lists.lock();
@@ -249,7 +249,7 @@ unsafe fn free_remote(p: *mut u8, size: usize) {
 
 /// Heap `h`'s batch of class `c`.
 #[inline(always)]
-fn batch(h: *mut Heap, c: usize) -> *mut Batch {
+fn batch(h: *mut ThreadHeap, c: usize) -> *mut Batch {
     debug_assert!(c < NUM_CLASSES);
     // SAFETY: as in `bin`.
     unsafe { (&raw mut (*h).batches).cast::<Batch>().add(c) }
@@ -259,7 +259,7 @@ fn batch(h: *mut Heap, c: usize) -> *mut Batch {
 ///
 /// # Safety
 /// The caller owns `h`.
-unsafe fn flush(h: *mut Heap, c: usize) {
+unsafe fn flush(h: *mut ThreadHeap, c: usize) {
     // SAFETY: the caller owns h; the batch's slots are live in the chunk's count until the push,
     // so the chunk is live and keeps its class; after the push they are the owner's.
     unsafe {
@@ -279,7 +279,7 @@ unsafe fn flush(h: *mut Heap, c: usize) {
 ///
 /// # Safety
 /// The caller owns `h`.
-pub(super) unsafe fn flush_all(h: *mut Heap) {
+pub(super) unsafe fn flush_all(h: *mut ThreadHeap) {
     // SAFETY: forwarded.
     unsafe {
         let mut bits = (*h).batched;
@@ -297,6 +297,6 @@ pub(super) unsafe fn flush_all(h: *mut Heap) {
 fn hint_if_full(was_full: bool, owner: *mut u8, c: usize) {
     if was_full && !owner.is_null() {
         // SAFETY: owner points at a heap in the heap arena (or a static heap).
-        unsafe { (*owner.cast::<Heap>()).hint.insert(c) };
+        unsafe { (*owner.cast::<ThreadHeap>()).hint.insert(c) };
     }
 }

@@ -24,7 +24,7 @@
 //!
 //! The files, along mimalloc's seams; each uses only this one and those listed above it:
 //!
-//! - `mod.rs`: the `Heap` and `Bin` types, the static *empty* and *exited* heaps, this thread's
+//! - `mod.rs`: the `ThreadHeap` and `Bin` types, the static *empty* and *exited* heaps, this thread's
 //!   TLS word and its heap's start ([`init_heap`]), where a chunk sits in a bin.
 //! - `registry.rs`: the heap arena, the registry of live and free heaps, the orphan counters.
 //! - `counters.rs`: this thread's counters of bytes allocated and deallocated (the fast paths
@@ -88,7 +88,7 @@ struct Bin {
 
 /// A thread's heap.
 #[repr(C)]
-pub(crate) struct Heap {
+pub(crate) struct ThreadHeap {
     /// Bytes the thread allocated and deallocated since it started, as the requests' sizes
     /// (wrapping; owner load + store): `poolalloc::thread_counters`. The fast paths add to the
     /// heap their TLS word names, so in the heap of a `Heap` scope these are the counts of the
@@ -120,8 +120,8 @@ pub(crate) struct Heap {
     /// `stats` while it walks them. A leaf: nothing else is taken, and nothing allocates, under it.
     lists: Lock<()>,
     /// Registry (or free-list) links, under the registry lock.
-    prev: *mut Heap,
-    next: *mut Heap,
+    prev: *mut ThreadHeap,
+    next: *mut ThreadHeap,
     /// Per class, remote frees waiting to go to their chunk together (owner only).
     batches: [Batch; NUM_CLASSES],
     /// Bit `c`: `batches[c]` holds slots (owner only).
@@ -131,11 +131,11 @@ pub(crate) struct Heap {
     owned: bool,
     /// In a `Heap` scope's heap (`owned`) while a thread is in the scope: the heap its TLS word
     /// named before (`owned_enter`), the thread's own or an outer scope's.
-    outer: *mut Heap,
+    outer: *mut ThreadHeap,
 }
 
-const fn new_heap() -> Heap {
-    Heap {
+const fn new_heap() -> ThreadHeap {
+    ThreadHeap {
         allocated: AtomicUsize::new(0),
         deallocated: AtomicUsize::new(0),
         direct: [chunk::dummy(); COMMON_MAX + 1],
@@ -164,7 +164,7 @@ const fn new_heap() -> Heap {
 }
 
 #[repr(transparent)]
-struct StaticHeap(Heap);
+struct StaticHeap(ThreadHeap);
 // SAFETY: the static heaps are never written: every path checks for them before writing a heap.
 unsafe impl Sync for StaticHeap {}
 
@@ -174,25 +174,25 @@ static EMPTY: StaticHeap = StaticHeap(new_heap());
 /// The heap of a thread whose exit hook ran.
 static EXITED: StaticHeap = StaticHeap(new_heap());
 
-const fn empty() -> *mut Heap {
+const fn empty() -> *mut ThreadHeap {
     (&raw const EMPTY.0).cast_mut()
 }
-const fn exited() -> *mut Heap {
+const fn exited() -> *mut ThreadHeap {
     (&raw const EXITED.0).cast_mut()
 }
 
 // This thread's heap: [`empty`] until its first allocation or free, [`exited`] after its exit hook.
 // Const-initialised, no destructor (see the re-entrance trap in DESIGN.md). The OS layer declares
 // it (on x86-64 Linux an initial-exec TLS word: one `mov` from `%fs`).
-os::tls_word!(mod tls: Heap = EMPTY);
+os::tls_word!(mod tls: ThreadHeap = EMPTY);
 
 #[inline(always)]
-fn this_heap() -> *mut Heap {
+fn this_heap() -> *mut ThreadHeap {
     tls::get()
 }
 
 #[inline(always)]
-fn bin(h: *mut Heap, c: usize) -> *mut Bin {
+fn bin(h: *mut ThreadHeap, c: usize) -> *mut Bin {
     debug_assert!(c < NUM_CLASSES);
     // SAFETY: c < NUM_CLASSES (classes come from size_class::class_of), so the pointer stays in
     // the heap's bins array; no reference to the heap is made.
@@ -201,7 +201,7 @@ fn bin(h: *mut Heap, c: usize) -> *mut Bin {
 
 /// Where heap `h` keeps the current chunk of class `c`.
 #[inline(always)]
-fn current(h: *mut Heap, c: usize) -> *mut *mut Chunk {
+fn current(h: *mut ThreadHeap, c: usize) -> *mut *mut Chunk {
     debug_assert!(c < NUM_CLASSES);
     // SAFETY: as in `bin`.
     unsafe { (&raw mut (*h).current).cast::<*mut Chunk>().add(c) }
@@ -210,7 +210,7 @@ fn current(h: *mut Heap, c: usize) -> *mut *mut Chunk {
 /// Where heap `h` keeps the current chunk of requests of `size` bytes (at most [`COMMON_MAX`],
 /// aligned to at most 8).
 #[inline(always)]
-fn direct(h: *mut Heap, size: usize) -> *mut *mut Chunk {
+fn direct(h: *mut ThreadHeap, size: usize) -> *mut *mut Chunk {
     debug_assert!(size <= COMMON_MAX);
     // SAFETY: size <= COMMON_MAX (the caller's test), so the pointer stays in the heap's direct
     // array; no reference to the heap is made.
@@ -221,7 +221,7 @@ fn direct(h: *mut Heap, size: usize) -> *mut *mut Chunk {
 ///
 /// # Safety
 /// The caller owns `h`, which is not a static heap.
-unsafe fn set_current(h: *mut Heap, c: usize, ch: *mut Chunk) {
+unsafe fn set_current(h: *mut ThreadHeap, c: usize, ch: *mut Chunk) {
     // The sizes of class c the direct array covers: above the class below, up to the class's
     // size, at most COMMON_MAX.
     let lo = if c == 0 {
@@ -257,7 +257,7 @@ fn owner_add32(a: &AtomicU32, d: u32) {
 /// Gives this thread a heap and arranges for its exit hook. Returns [`exited`] when there is no
 /// memory for a heap (the thread then uses the shared heap).
 #[cold]
-fn init_heap() -> *mut Heap {
+fn init_heap() -> *mut ThreadHeap {
     fork::install();
     let h = new_registered_heap();
     if h.is_null() {
@@ -281,7 +281,7 @@ fn register_exit_hook() {
 ///
 /// # Safety
 /// The caller owns `ch` and `b`.
-unsafe fn make_current(h: *mut Heap, c: usize, ch: *mut Chunk) {
+unsafe fn make_current(h: *mut ThreadHeap, c: usize, ch: *mut Chunk) {
     // SAFETY: forwarded.
     unsafe {
         chunk::set_notify_at(ch, chunk::NEVER);

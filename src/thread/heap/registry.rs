@@ -1,7 +1,7 @@
 //! The heap arena (mapped once, never unmapped), the registry of live heaps (for `stats`) and
 //! of free ones (for reuse), and the orphan counters that a retired heap's counts fold into.
 
-use super::{Bin, Heap, bin, new_heap};
+use super::{Bin, ThreadHeap, bin, new_heap};
 use crate::base::lock::Lock;
 use crate::base::size_class::NUM_CLASSES;
 use crate::os;
@@ -10,8 +10,8 @@ use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 /// Live heaps (for stats) and free heaps (for reuse), under one lock.
 pub(super) struct Registry {
-    pub(super) live: *mut Heap,
-    free: *mut Heap,
+    pub(super) live: *mut ThreadHeap,
+    free: *mut ThreadHeap,
     /// Unused space of the last arena block.
     arena: *mut u8,
     arena_left: usize,
@@ -48,7 +48,7 @@ unsafe impl Sync for Bin {}
 pub(super) static ORPHAN_LARGE: [AtomicUsize; 4] = [const { AtomicUsize::new(0) }; 4];
 
 /// A fresh heap on the registry, or null when the OS has no memory.
-pub(super) fn new_registered_heap() -> *mut Heap {
+pub(super) fn new_registered_heap() -> *mut ThreadHeap {
     let mut r = REGISTRY.lock();
     let h = if !r.free.is_null() {
         let h = r.free;
@@ -56,7 +56,7 @@ pub(super) fn new_registered_heap() -> *mut Heap {
         r.free = unsafe { (*h).next };
         h
     } else {
-        let size = core::mem::size_of::<Heap>().next_multiple_of(64);
+        let size = core::mem::size_of::<ThreadHeap>().next_multiple_of(64);
         if r.arena_left < size {
             let m = os::map(ARENA_BLOCK);
             if m.is_null() {
@@ -65,7 +65,7 @@ pub(super) fn new_registered_heap() -> *mut Heap {
             r.arena = m;
             r.arena_left = ARENA_BLOCK;
         }
-        let h = r.arena.cast::<Heap>();
+        let h = r.arena.cast::<ThreadHeap>();
         // SAFETY: the arena block has room for the heap; it is 64-aligned (page + multiples of 64).
         unsafe {
             h.write(new_heap());
@@ -99,7 +99,7 @@ pub(super) fn new_registered_heap() -> *mut Heap {
 ///
 /// # Safety
 /// The caller owns `h`, whose lists are empty, and nobody uses it afterwards.
-pub(super) unsafe fn unregister(h: *mut Heap) {
+pub(super) unsafe fn unregister(h: *mut ThreadHeap) {
     // SAFETY: forwarded; the registry links are guarded by its lock.
     unsafe {
         let mut r = REGISTRY.lock();

@@ -7,7 +7,7 @@ use super::alloc::{alloc_from, collect, unfull_hinted};
 use super::counters::{carry_in, carry_out, count_here};
 use super::free::{flush_all, free_slow, retire};
 use super::registry::{new_registered_heap, unregister};
-use super::{Bin, Heap, bin, current, empty, exited, fork, init_heap, owner_add, owner_add32};
+use super::{Bin, ThreadHeap, bin, current, empty, exited, fork, init_heap, owner_add, owner_add32};
 use super::{set_current, this_heap, tls};
 use crate::base::size_class::NUM_CLASSES;
 use crate::chunks::chunk::{self, Chunk, FreeSlot, unlink};
@@ -37,7 +37,7 @@ pub(super) fn thread_exited() {
 ///
 /// # Safety
 /// The caller owns `h`, and nobody uses it afterwards.
-unsafe fn abandon_all(h: *mut Heap) {
+unsafe fn abandon_all(h: *mut ThreadHeap) {
     let mut abandoned = false;
     // SAFETY: the caller owns h and its chunks; each chunk handed to the closure is off every
     // list of h, and is given to the source (empty) or abandoned (with live slots).
@@ -65,7 +65,7 @@ unsafe fn abandon_all(h: *mut Heap) {
 ///
 /// # Safety
 /// The caller owns `h` and its chunks; `give` takes each chunk over (`h` no longer lists it).
-unsafe fn take_all_chunks(h: *mut Heap, mut give: impl FnMut(*mut Bin, *mut Chunk)) {
+unsafe fn take_all_chunks(h: *mut ThreadHeap, mut give: impl FnMut(*mut Bin, *mut Chunk)) {
     // SAFETY: the caller owns h and every chunk on its lists.
     unsafe {
         for c in 0..NUM_CLASSES {
@@ -103,7 +103,7 @@ unsafe fn take_all_chunks(h: *mut Heap, mut give: impl FnMut(*mut Bin, *mut Chun
 
 /// A fresh heap on the registry (so `stats` counts its chunks) that no thread names as its own;
 /// null when the OS has no memory.
-pub(crate) fn owned_new() -> *mut Heap {
+pub(crate) fn owned_new() -> *mut ThreadHeap {
     // A program may use a `Heap` with another global allocator: the fork hooks, which take every
     // lock of the pools, must be installed before the first chunk all the same.
     fork::install();
@@ -119,7 +119,7 @@ pub(crate) fn owned_new() -> *mut Heap {
 ///
 /// # Safety
 /// The caller owns `h` (holds the lock it is used under) and `h` came from [`owned_new`].
-pub(crate) unsafe fn owned_alloc(h: *mut Heap, c: usize, size: usize) -> *mut u8 {
+pub(crate) unsafe fn owned_alloc(h: *mut ThreadHeap, c: usize, size: usize) -> *mut u8 {
     // SAFETY: forwarded contract.
     let p = unsafe { alloc_from(h, c, size) };
     if !p.is_null() {
@@ -133,7 +133,7 @@ pub(crate) unsafe fn owned_alloc(h: *mut Heap, c: usize, size: usize) -> *mut u8
 ///
 /// # Safety
 /// The caller owns `h`; `p` is a live slot handed out by [`owned_alloc`] from `h`.
-pub(crate) unsafe fn owned_free(h: *mut Heap, p: *mut u8, size: usize) {
+pub(crate) unsafe fn owned_free(h: *mut ThreadHeap, p: *mut u8, size: usize) {
     count_here(0, size);
     let ch = chunk::of(p);
     // SAFETY: p is a live slot of a chunk h owns (caller): h's owner may write its fields.
@@ -153,7 +153,7 @@ pub(crate) unsafe fn owned_free(h: *mut Heap, p: *mut u8, size: usize) {
 ///
 /// # Safety
 /// `p` is in a chunk of ours.
-pub(crate) unsafe fn owned_by(h: *mut Heap, p: *mut u8) -> bool {
+pub(crate) unsafe fn owned_by(h: *mut ThreadHeap, p: *mut u8) -> bool {
     // SAFETY: p's chunk header is live (caller); `owner` is an atomic.
     unsafe { (*chunk::of(p)).owner.load(Relaxed) == h.cast() }
 }
@@ -164,7 +164,7 @@ pub(crate) unsafe fn owned_by(h: *mut Heap, p: *mut u8) -> bool {
 /// # Safety
 /// The caller owns `h`, which came from [`owned_new`], made no remote frees (so holds no batch),
 /// and no slot of it is live or waiting in another thread's batch.
-pub(crate) unsafe fn owned_destroy(h: *mut Heap) {
+pub(crate) unsafe fn owned_destroy(h: *mut ThreadHeap) {
     // SAFETY: the caller owns h and every chunk on its lists, none of whose slots anyone refers
     // to: each chunk handed to the closure is off every list and discarded whole.
     unsafe {
@@ -185,7 +185,7 @@ pub(crate) unsafe fn owned_destroy(h: *mut Heap) {
 /// # Safety
 /// The caller owns `h` (holds its `Heap`'s lock) until the matching [`owned_leave`], on this
 /// thread.
-pub(crate) unsafe fn owned_enter(h: *mut Heap) -> *mut Heap {
+pub(crate) unsafe fn owned_enter(h: *mut ThreadHeap) -> *mut ThreadHeap {
     let mut prev = this_heap();
     if prev == empty() {
         // A heap of its own for the counters to go back to.
@@ -202,7 +202,7 @@ pub(crate) unsafe fn owned_enter(h: *mut Heap) -> *mut Heap {
 ///
 /// # Safety
 /// As for [`owned_enter`], whose result `prev` is.
-pub(crate) unsafe fn owned_leave(h: *mut Heap, prev: *mut Heap) {
+pub(crate) unsafe fn owned_leave(h: *mut ThreadHeap, prev: *mut ThreadHeap) {
     // SAFETY: the caller still owns h; prev is the heap `owned_enter` carried the counters from.
     unsafe {
         flush_all(h);
@@ -212,7 +212,7 @@ pub(crate) unsafe fn owned_leave(h: *mut Heap, prev: *mut Heap) {
 }
 
 /// Whether the calling thread's allocations go to `h` now (inside its `Heap::enter`).
-pub(crate) fn owned_is_current(h: *mut Heap) -> bool {
+pub(crate) fn owned_is_current(h: *mut ThreadHeap) -> bool {
     !h.is_null() && this_heap() == h
 }
 
@@ -222,7 +222,7 @@ pub(crate) fn owned_is_current(h: *mut Heap) -> bool {
 ///
 /// # Safety
 /// The caller owns `h`, which came from [`owned_new`], and nobody uses it afterwards.
-pub(crate) unsafe fn owned_release(h: *mut Heap) {
+pub(crate) unsafe fn owned_release(h: *mut ThreadHeap) {
     // SAFETY: forwarded.
     unsafe {
         flush_all(h);
@@ -235,7 +235,7 @@ pub(crate) unsafe fn owned_release(h: *mut Heap) {
 ///
 /// # Safety
 /// The caller owns `h`.
-pub(crate) unsafe fn owned_requested(h: *mut Heap) -> usize {
+pub(crate) unsafe fn owned_requested(h: *mut ThreadHeap) -> usize {
     let mut sum = 0usize;
     // SAFETY: the caller owns h and its lists; the chunks on them are live.
     unsafe {

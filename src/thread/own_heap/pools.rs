@@ -9,7 +9,7 @@ use core::alloc::Layout;
 use core::ptr;
 
 /// The pools' heap whose chunks a [`Heap`] owns.
-pub(super) type PoolsHeap = crate_heap::Heap;
+pub(super) type PoolsHeap = crate_heap::ThreadHeap;
 
 /// Where tracked blocks come from where the pools run: `PoolAlloc`'s large blocks, counted as
 /// `counted` bytes in the calling thread's counters (the block's size, without the header).

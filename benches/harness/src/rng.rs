@@ -10,7 +10,9 @@ impl Rng {
         Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
     }
 
-    /// The next 64 random bits.
+    /// The next 64 random bits. Not `Iterator::next`: the sequence never ends, and the benchmarks
+    /// call it by this name.
+    #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
