@@ -7,7 +7,9 @@ use super::alloc::{alloc_from, collect, unfull_hinted};
 use super::counters::{carry_in, carry_out, count_here};
 use super::free::{flush_all, free_slow, retire};
 use super::registry::{new_registered_heap, unregister};
-use super::{Bin, ThreadHeap, bin, current, empty, exited, fork, init_heap, owner_add, owner_add32};
+use super::{
+    Bin, ThreadHeap, bin, current, empty, exited, fork, init_heap, owner_add, owner_add32,
+};
 use super::{set_current, this_heap, tls};
 use crate::base::size_class::NUM_CLASSES;
 use crate::chunks::chunk::{self, Chunk, FreeSlot, unlink};
