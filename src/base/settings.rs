@@ -4,7 +4,7 @@
 //! getter. A setter wins over the environment, the environment over the code's fixed values,
 //! those over the default, whichever comes first.
 //!
-//! Each setting is one row of the table below ([`table!`]): its variable's name, the kind of value
+//! Each setting is one row of the table below (`table!`): its variable's name, the kind of value
 //! it takes (which parses and prints it), its default, its Rust interface and what it does. From
 //! that one row come its static, the match of its variable, the list of known names in the
 //! warning for an unknown one, its line of the `POOLALLOC_VERBOSE` print, and its row of the table
