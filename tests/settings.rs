@@ -229,10 +229,30 @@ fn show_stats_prints_the_snapshot_at_exit_and_verbose_the_settings() {
     let (_, err) = run(&[("POOLALLOC_SHOW_STATS", "1"), ("POOLALLOC_VERBOSE", "on")]);
     assert!(err.contains("poolalloc: stats at exit"), "{err}");
     assert!(err.contains("backend: "), "{err}");
+    assert!(err.contains("poolalloc: settings (backend "), "{err}");
     assert!(
-        err.contains("poolalloc: settings: purge delay 250 ms, retained chunks 1, show stats true"),
+        err.contains("poolalloc:   POOLALLOC_SHOW_STATS=1 (environment)"),
         "{err}"
     );
+    assert!(
+        err.contains("poolalloc:   POOLALLOC_PURGE_DELAY_MS=250 (default)"),
+        "{err}"
+    );
+    // Every setting the docs' table lists (which a unit test holds to the code's table) has its
+    // line.
+    let page = include_str!("../docs/stats-and-settings.md");
+    let names: Vec<&str> = page
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `POOLALLOC_"))
+        .map(|l| &l[..l.find('`').unwrap()])
+        .collect();
+    assert_eq!(names.len(), 11, "{names:?}");
+    for n in names {
+        assert!(
+            err.contains(&format!("poolalloc:   POOLALLOC_{n}=")),
+            "{n} not printed:\n{err}"
+        );
+    }
     let (_, err) = run(&[("POOLALLOC_SHOW_STATS", "0")]);
     assert!(!err.contains("stats at exit"), "{err}");
 }

@@ -827,7 +827,9 @@ fn settings_from_the_environment_under_the_preload() {
         ("POOLALLOC_SHOW_STATS", "yes"),
     ]);
     assert!(
-        err.contains("poolalloc: settings: purge delay 40 ms, retained chunks 2, show stats true"),
+        err.contains("poolalloc:   POOLALLOC_PURGE_DELAY_MS=40 (environment)")
+            && err.contains("poolalloc:   POOLALLOC_RETAINED_CHUNKS=2 (environment)")
+            && err.contains("poolalloc:   POOLALLOC_SHOW_STATS=1 (environment)"),
         "{err}"
     );
     assert!(err.contains("poolalloc: stats at exit"), "{err}");

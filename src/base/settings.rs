@@ -4,19 +4,11 @@
 //! getter. A setter wins over the environment, the environment over the code's fixed values,
 //! those over the default, whichever comes first.
 //!
-//! | variable | setting | default |
-//! |---|---|---|
-//! | `POOLALLOC_PURGE_DELAY_MS` | how long an empty chunk (beyond the retained ones) or a freed span waits before it goes back to the OS, and how long after the last large block freed to the system allocator it is trimmed; 0: at once, and no purger thread (nor trim) | 250 |
-//! | `POOLALLOC_RETAINED_CHUNKS` | empty chunks each size class keeps past the purge delay | 1 |
-//! | `POOLALLOC_SHOW_STATS` | `1`: print `stats()` to stderr when the process exits | 0 |
-//! | `POOLALLOC_VERBOSE` | `1`: print the settings when they are read, and anomalies (the purger cannot start, the OS refused memory) | 0 |
-//! | `POOLALLOC_PROF` | a path prefix: start the sampling profiler at start-up and write `<prefix>.<pid>.pb.gz` (pprof) at exit (feature `profiling`) | none |
-//! | `POOLALLOC_PROF_INTERVAL` | the profiler's mean bytes between samples (0: every allocation) | 524288 |
-//! | `POOLALLOC_PROF_PEAK` | a factor above 1 (`1.5`): with `POOLALLOC_PROF`, also write `<prefix>.<pid>.<seq>.pb.gz` each time the profile's live bytes reach this factor times those of the last such dump (the first at this factor times 1 MiB) | off |
-//! | `POOLALLOC_PROF_SIGNAL` | `1`: with `POOLALLOC_PROF`, also write a numbered profile on `SIGUSR2` (Unix) | 0 |
-//! | `POOLALLOC_PROF_EVERY_S` | N: with `POOLALLOC_PROF`, also write a numbered profile every N seconds (0: never) | 0 |
-//! | `POOLALLOC_HUGE_PAGES` | when new 4 MiB regions of chunks ask for transparent huge pages (Linux, THP `madvise` or `always`): `off`, `on` (every region), or a number N (regions mapped once N MiB of chunks were) | off |
-//! | `POOLALLOC_LARGE_BLOCKS` | where `PoolAlloc`'s blocks above the largest size class come from: `system` (the system allocator), `system-kept` (the same, told to keep freed blocks for reuse) or `spans` (poolalloc's own mappings) | see [`LargeBlocks`] |
+//! Each setting is one row of the table below (`table!`): its variable's name, the kind of value
+//! it takes (which parses and prints it), its default, its Rust interface and what it does. From
+//! that one row come its static, the match of its variable, the list of known names in the
+//! warning for an unknown one, its line of the `POOLALLOC_VERBOSE` print, and its row of the table
+//! in `docs/stats-and-settings.md` (a unit test fails when that page says otherwise).
 //!
 //! A privileged process (set-user-ID, set-group-ID or file capabilities: Linux's `AT_SECURE`,
 //! `issetugid` on the BSDs and macOS) ignores every `POOLALLOC_*` variable, with one line on
@@ -34,11 +26,27 @@ use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering::Relaxed};
 use core::time::Duration;
 
-/// One numeric setting: its value, and where it came from. A later source wins over an earlier
-/// one only if it ranks as high: a run-time setter over the environment, the environment over
-/// [`Settings`](crate::Settings) fixed in code before `main` (`poolalloc::settings!`), those over
-/// the built-in default; whichever runs first.
+/// One setting: what the table says of it, its value, and where the value came from. A later
+/// source wins over an earlier one only if it ranks as high: a run-time setter over the
+/// environment, the environment over [`Settings`](crate::Settings) fixed in code before `main`
+/// (`poolalloc::settings!`), those over the built-in default; whichever runs first.
 struct Setting {
+    /// The variable's name after `POOLALLOC_`.
+    name: &'static str,
+    /// How its value is written, held and shown.
+    kind: Kind,
+    /// The built-in default, as held.
+    default: usize,
+    /// The default as the docs say it, where it depends on the target; else the docs show
+    /// `default` as the variable would take it.
+    #[cfg_attr(not(test), allow(dead_code))]
+    default_doc: Option<&'static str>,
+    /// The Rust interface to it, for the docs (markdown).
+    #[cfg_attr(not(test), allow(dead_code))]
+    rust: &'static str,
+    /// What it does, for the docs (markdown, one line).
+    #[cfg_attr(not(test), allow(dead_code))]
+    doc: &'static str,
     value: AtomicUsize,
     /// [`DEFAULT`], [`IN_CODE`], [`FROM_ENV`] or [`BY_SETTER`]: the highest that set it.
     source: AtomicU8,
@@ -48,15 +56,10 @@ const DEFAULT: u8 = 0;
 const IN_CODE: u8 = 1;
 const FROM_ENV: u8 = 2;
 const BY_SETTER: u8 = 3;
+/// How the verbose print names each source.
+const SOURCES: [&str; 4] = ["default", "in code", "environment", "setter"];
 
 impl Setting {
-    const fn new(default: usize) -> Self {
-        Setting {
-            value: AtomicUsize::new(default),
-            source: AtomicU8::new(DEFAULT),
-        }
-    }
-
     fn get(&self) -> usize {
         load();
         self.value.load(Relaxed)
@@ -79,19 +82,241 @@ impl Setting {
             self.value.store(v, Relaxed);
         }
     }
+
+    /// Takes the variable's value `value`, or says why not and keeps the value in force.
+    fn take_from_env(&self, value: &[u8]) {
+        if let Kind::Prefix = self.kind {
+            return take_prefix(self, value);
+        }
+        match self.kind.parse(value) {
+            Some(v) => self.set_from_env(v),
+            None => say(format_args!(
+                "POOLALLOC_{}={} is not {}: keeping {}",
+                self.name,
+                Text(value),
+                Expected(self.kind),
+                Shown(self.kind, self.value.load(Relaxed))
+            )),
+        }
+    }
 }
 
-static PURGE_DELAY_MS: Setting = Setting::new(250);
-static RETAINED_CHUNKS: Setting = Setting::new(1);
-static SHOW_STATS: Setting = Setting::new(0);
-static VERBOSE: Setting = Setting::new(0);
-static PROF_INTERVAL: Setting = Setting::new(512 * 1024);
-/// The peak factor in thousandths (0: no dump at new peaks).
-static PROF_PEAK_MILLI: Setting = Setting::new(0);
-static PROF_SIGNAL: Setting = Setting::new(0);
-static PROF_EVERY_S: Setting = Setting::new(0);
-static HUGE_PAGES: Setting = Setting::new(HugePages::DEFAULT.raw());
-static LARGE_BLOCKS: Setting = Setting::new(LargeBlocks::DEFAULT as usize);
+/// How a setting's value is written in its variable, held in its `usize`, and shown (as the
+/// variable would take it: what the verbose print and the docs show parses back).
+#[derive(Clone, Copy)]
+enum Kind {
+    /// A whole number from 0 to `max`, in decimal.
+    Number { max: usize },
+    /// `1`/`0`, `true`/`false`, `yes`/`no`, `on`/`off` (empty: off), held as 1 or 0.
+    Switch,
+    /// `off`, or a factor above 1 up to [`MAX_PROF_PEAK_MILLI`] thousandths with up to three
+    /// decimals (`1.5`), held in thousandths (0: off).
+    Factor,
+    /// A path prefix of 1 to [`PROF_PREFIX_MAX`] bytes, held in [`PROF_PREFIX`]; the value is
+    /// its length (0: none).
+    Prefix,
+    /// [`LargeBlocks`] by name, held as its discriminant.
+    Large,
+    /// [`HugePages`]: `off`, `on` or a number of MiB, held as [`HugePages::raw`].
+    Huge,
+}
+
+impl Kind {
+    /// The value `v` of the variable means, as held; None if it means nothing. (Not for
+    /// [`Kind::Prefix`], whose bytes are kept apart.)
+    fn parse(self, v: &[u8]) -> Option<usize> {
+        match self {
+            Kind::Number { max } => parse_number(v, max),
+            Kind::Switch => parse_bool(v).map(usize::from),
+            Kind::Factor if v == b"off" => Some(0),
+            Kind::Factor => parse_milli(v).filter(|&m| m > 1000 && m <= MAX_PROF_PEAK_MILLI),
+            Kind::Prefix => None,
+            Kind::Large => match v {
+                b"system" => Some(LargeBlocks::System as usize),
+                b"system-kept" => Some(LargeBlocks::SystemKept as usize),
+                b"spans" => Some(LargeBlocks::Spans as usize),
+                _ => None,
+            },
+            Kind::Huge => match v {
+                b"off" | b"never" => Some(HugePages::Off.raw()),
+                b"on" | b"always" => Some(HugePages::PastMiB(0).raw()),
+                _ => parse_number(v, MAX_HUGE_MIB),
+            },
+        }
+    }
+}
+
+/// What a kind's variable takes, for the warning about a value that does not parse.
+struct Expected(Kind);
+
+impl fmt::Display for Expected {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Kind::Number { max } => write!(f, "a whole number from 0 to {max}"),
+            Kind::Switch => f.write_str("1/0, true/false, yes/no or on/off"),
+            Kind::Factor => f.write_str("`off` or a factor above 1 (such as 1.5) up to 1000"),
+            Kind::Prefix => write!(f, "a path prefix of 1 to {PROF_PREFIX_MAX} bytes"),
+            Kind::Large => f.write_str("`system`, `system-kept` or `spans`"),
+            Kind::Huge => write!(f, "`off`, `on` or a number of MiB up to {MAX_HUGE_MIB}"),
+        }
+    }
+}
+
+/// A value as held, shown as the variable would take it.
+struct Shown(Kind, usize);
+
+impl fmt::Display for Shown {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let v = self.1;
+        match self.0 {
+            Kind::Number { .. } | Kind::Switch => write!(f, "{v}"),
+            Kind::Factor if v == 0 => f.write_str("off"),
+            Kind::Factor => {
+                write!(f, "{}", v / 1000)?;
+                let mut frac = v % 1000;
+                if frac != 0 {
+                    f.write_char('.')?;
+                    let mut unit = 100;
+                    while frac != 0 {
+                        f.write_char((b'0' + (frac / unit) as u8) as char)?;
+                        frac %= unit;
+                        unit /= 10;
+                    }
+                }
+                Ok(())
+            }
+            Kind::Prefix if v == 0 => f.write_str("none"),
+            Kind::Prefix => {
+                let p = PROF_PREFIX.lock();
+                write!(f, "{}", Text(&p.buf[..p.len]))
+            }
+            Kind::Large => f.write_str(match LargeBlocks::from_usize(v) {
+                LargeBlocks::System => "system",
+                LargeBlocks::SystemKept => "system-kept",
+                LargeBlocks::Spans => "spans",
+            }),
+            Kind::Huge => match HugePages::from_raw(v) {
+                HugePages::Off => f.write_str("off"),
+                HugePages::PastMiB(0) => f.write_str("on"),
+                HugePages::PastMiB(m) => write!(f, "{m}"),
+            },
+        }
+    }
+}
+
+/// Declares the settings, each once: `NAME: kind, default value[, shown "docs' default"], rust
+/// "interface", "what it does";` makes the static `NAME` (the variable is `POOLALLOC_NAME`) and
+/// [`ALL`], every one in the table's order.
+macro_rules! table {
+    ($(
+        $(#[doc = $comment:literal])*
+        $name:ident: $kind:expr, default $default:expr $(, shown $shown:literal)?,
+        rust $rust:literal, $doc:literal;
+    )+) => {
+        $(
+            $(#[doc = $comment])*
+            static $name: Setting = Setting {
+                name: stringify!($name),
+                kind: $kind,
+                default: $default,
+                default_doc: table!(@shown $($shown)?),
+                rust: $rust,
+                doc: $doc,
+                value: AtomicUsize::new($default),
+                source: AtomicU8::new(DEFAULT),
+            };
+        )+
+        /// Every setting, in the order of the table.
+        static ALL: &[&Setting] = &[$(&$name),+];
+    };
+    (@shown) => { None };
+    (@shown $shown:literal) => { Some($shown) };
+}
+
+table! {
+    PURGE_DELAY_MS: Kind::Number { max: MAX_DELAY_MS }, default 250,
+        rust "`set_purge_delay(Duration)`, `purge_delay()`, `Settings::purge_delay`",
+        "how long, in milliseconds, an empty chunk (beyond the retained ones) or a freed span \
+         waits before it goes back to the OS, and how long after the last large block freed to \
+         the system allocator it is trimmed; 0: at once, and no purger thread (nor trim)";
+    RETAINED_CHUNKS: Kind::Number { max: MAX_RETAINED }, default 1,
+        rust "`set_retained_chunks(n)`, `retained_chunks()`, `Settings::retained_chunks`",
+        "empty chunks each size class keeps past the purge delay";
+    HUGE_PAGES: Kind::Huge, default HugePages::DEFAULT.raw(),
+        rust "`set_huge_pages(HugePages)`, `huge_pages()`, `Settings::huge_pages`",
+        "Linux: new 4 MiB regions of chunks ask for transparent huge pages (`MADV_HUGEPAGE`; \
+         nothing where THP is `never`): `on` every region, `N` those mapped once N MiB of chunks \
+         were, `off` none. Chunks fill the fullest 2 MiB unit first and an emptied unit goes back \
+         whole; `Stats::huge_page_bytes` counts the chunk memory in huge pages. Far fewer faults \
+         for large heaps, nothing for small programs with `32`, but 1.5–1.9× the CPU time where a \
+         large heap is freed and rebuilt on the measuring VM (fresh huge pages are zeroed, and \
+         there mostly faulted in by the host): off by default; figures: \
+         `benches/results/huge-pages-default.md`";
+    LARGE_BLOCKS: Kind::Large, default LargeBlocks::DEFAULT as usize,
+        shown "`spans` (x86-64 Linux, glibc and musl; musl elsewhere), `system` (elsewhere: not \
+               measured there)",
+        rust "`set_large_blocks(LargeBlocks)`, `large_blocks()`, `Settings::large_blocks`",
+        "where blocks above 64 KiB come from: `system` (the system allocator as it is), \
+         `system-kept` (glibc told once, by `mallopt`, to keep freed blocks up to 32 MiB for \
+         reuse; process-wide), `spans` (poolalloc's own mappings, as the C library's; always, \
+         where the C library is the process's `malloc`); figures: \
+         `benches/results/large-blocks-rust.md`";
+    SHOW_STATS: Kind::Switch, default 0,
+        rust "`Settings::show_stats`",
+        "`1`: print `stats()` to stderr when the process exits";
+    VERBOSE: Kind::Switch, default 0,
+        rust "`Settings::verbose`",
+        "`1`: print the settings when they are read, each with where its value came from, and \
+         anomalies (the purger cannot start, the OS refused memory)";
+    PROF: Kind::Prefix, default 0, shown "none",
+        rust "`profile::start`, `profile::dump`, `profile::Dumps::prefix`",
+        "a path prefix: sample from the start and write `<prefix>.<pid>.pb.gz` (pprof) at exit \
+         (feature `profiling`, see [profiling.md](profiling.md))";
+    PROF_INTERVAL: Kind::Number { max: MAX_PROF_INTERVAL }, default 512 * 1024,
+        rust "`profile::Config::interval`",
+        "the profiler's mean bytes between samples; 0: every allocation";
+    /// The peak factor in thousandths (0: no dump at new peaks).
+    PROF_PEAK: Kind::Factor, default 0,
+        rust "`profile::Dumps::peak_factor`",
+        "a factor above 1 (`1.5`): with `POOLALLOC_PROF`, also write \
+         `<prefix>.<pid>.<seq>.pb.gz` each time the profile's live bytes reach this factor times \
+         those of the last such dump (the first at this factor times 1 MiB)";
+    PROF_SIGNAL: Kind::Switch, default 0,
+        rust "`profile::Dumps::on_signal`",
+        "`1`: with `POOLALLOC_PROF`, also write a numbered profile on `SIGUSR2` (Unix)";
+    PROF_EVERY_S: Kind::Number { max: MAX_PROF_EVERY_S }, default 0,
+        rust "`profile::Dumps::every`",
+        "N: with `POOLALLOC_PROF`, also write a numbered profile every N seconds; 0: never";
+}
+
+/// The longest purge delay taken from the environment (a day): beyond it, a typo.
+const MAX_DELAY_MS: usize = 86_400_000;
+/// The most retained chunks per class taken from the environment (1 GiB per class).
+const MAX_RETAINED: usize = 4096;
+/// The largest profiler interval taken from the environment (1 GiB).
+const MAX_PROF_INTERVAL: usize = 1 << 30;
+/// The longest period between numbered profiles taken from the environment (a week).
+const MAX_PROF_EVERY_S: usize = 7 * 86_400;
+/// The largest peak factor taken from the environment (1000, in thousandths).
+const MAX_PROF_PEAK_MILLI: usize = 1_000_000;
+/// The largest `POOLALLOC_HUGE_PAGES` threshold taken from the environment (1 TiB).
+const MAX_HUGE_MIB: usize = 1 << 20;
+
+/// Writes the table of settings as `docs/stats-and-settings.md` shows it (markdown, one row a
+/// setting); a unit test holds the page to it.
+#[cfg_attr(not(test), allow(dead_code))]
+fn write_docs_table(w: &mut impl Write) -> fmt::Result {
+    w.write_str("| variable | Rust | default | what |\n|---|---|---|---|\n")?;
+    for s in ALL {
+        write!(w, "| `POOLALLOC_{}` | {} | ", s.name, s.rust)?;
+        match s.default_doc {
+            Some(d) => w.write_str(d)?,
+            None => write!(w, "`{}`", Shown(s.kind, s.default))?,
+        }
+        writeln!(w, " | {} |", s.doc)?;
+    }
+    Ok(())
+}
 
 /// Where `PoolAlloc`'s large blocks (requests above the largest size class, or aligned beyond what
 /// a class gives) come from. Whatever the setting is when a block is freed or reallocated, that is
@@ -212,10 +437,34 @@ static PROF_PREFIX: spin::Mutex<Prefix> = spin::Mutex::new(Prefix {
     len: 0,
 });
 
-/// The longest purge delay taken from the environment (a day): beyond it, a typo.
-const MAX_DELAY_MS: usize = 86_400_000;
-/// The most retained chunks per class taken from the environment (1 GiB per class).
-const MAX_RETAINED: usize = 4096;
+/// Keeps `prefix` as the profile path prefix, unless a source that ranks higher than `source` set
+/// one already.
+fn keep_prefix(source: u8, prefix: &[u8]) {
+    let mut p = PROF_PREFIX.lock();
+    if PROF.source.load(Relaxed) <= source {
+        p.buf[..prefix.len()].copy_from_slice(prefix);
+        p.len = prefix.len();
+        PROF.set_from(source, prefix.len());
+    }
+}
+
+/// `POOLALLOC_PROF`: a path prefix, kept for the profiler (which must be compiled in).
+fn take_prefix(s: &Setting, value: &[u8]) {
+    if !cfg!(feature = "profiling") {
+        say(format_args!(
+            "POOLALLOC_PROF ignored: this build has no profiler (cargo feature `profiling`)"
+        ));
+    } else if value.is_empty() || value.len() > PROF_PREFIX_MAX || value.contains(&0) {
+        say(format_args!(
+            "POOLALLOC_{}={} is not {}: no profile",
+            s.name,
+            Text(value),
+            Expected(s.kind)
+        ));
+    } else {
+        keep_prefix(FROM_ENV, value);
+    }
+}
 
 /// Sets how long an empty chunk (beyond the retained ones) waits before its memory goes back to
 /// the OS, how long a freed span of the C library's waits for reuse, and how long the program
@@ -329,11 +578,7 @@ pub(crate) fn prof_prefix(out: &mut [u8; PROF_PREFIX_MAX]) -> usize {
 /// seconds or 0).
 #[cfg_attr(not(feature = "profiling"), allow(dead_code))]
 pub(crate) fn prof_dumps() -> (usize, bool, usize) {
-    (
-        PROF_PEAK_MILLI.get(),
-        PROF_SIGNAL.get() != 0,
-        PROF_EVERY_S.get(),
-    )
+    (PROF_PEAK.get(), PROF_SIGNAL.get() != 0, PROF_EVERY_S.get())
 }
 
 /// Sets the profile path prefix and when numbered profiles are written (`profile::dump_on`); wins
@@ -349,12 +594,8 @@ pub(crate) fn set_prof_dumps(
         return false;
     }
     load();
-    {
-        let mut p = PROF_PREFIX.lock();
-        p.buf[..prefix.len()].copy_from_slice(prefix);
-        p.len = prefix.len();
-    }
-    PROF_PEAK_MILLI.set(peak_milli);
+    keep_prefix(BY_SETTER, prefix);
+    PROF_PEAK.set(peak_milli);
     PROF_SIGNAL.set(signal as usize);
     PROF_EVERY_S.set(every_s);
     true
@@ -407,33 +648,46 @@ fn read_env() {
         };
         let eq = rest.iter().position(|&b| b == b'=').unwrap_or(rest.len());
         let (name, value) = (&rest[..eq], rest.get(eq + 1..).unwrap_or(b""));
-        match name {
-            b"PURGE_DELAY_MS" => number(name, value, MAX_DELAY_MS, &PURGE_DELAY_MS),
-            b"RETAINED_CHUNKS" => number(name, value, MAX_RETAINED, &RETAINED_CHUNKS),
-            b"SHOW_STATS" => boolean(name, value, &SHOW_STATS),
-            b"VERBOSE" => boolean(name, value, &VERBOSE),
-            b"PROF_INTERVAL" => number(name, value, MAX_PROF_INTERVAL, &PROF_INTERVAL),
-            b"PROF" => prefix(value),
-            b"PROF_PEAK" => factor(name, value, &PROF_PEAK_MILLI),
-            b"PROF_SIGNAL" => boolean(name, value, &PROF_SIGNAL),
-            b"PROF_EVERY_S" => number(name, value, MAX_PROF_EVERY_S, &PROF_EVERY_S),
-            b"LARGE_BLOCKS" => large(value),
-            b"HUGE_PAGES" => huge(value),
-            _ => say(format_args!(
-                "unknown setting POOLALLOC_{} ignored (known: PURGE_DELAY_MS, RETAINED_CHUNKS, SHOW_STATS, VERBOSE, PROF, PROF_INTERVAL, PROF_PEAK, PROF_SIGNAL, PROF_EVERY_S, LARGE_BLOCKS, HUGE_PAGES)",
+        match ALL.iter().find(|s| s.name.as_bytes() == name) {
+            Some(s) => s.take_from_env(value),
+            None => say(format_args!(
+                "unknown setting POOLALLOC_{} ignored (known: {Known})",
                 Text(name)
             )),
         }
     });
     if VERBOSE.value.load(Relaxed) != 0 {
+        print_all();
+    }
+}
+
+/// The names of the settings, for the warning about an unknown one.
+struct Known;
+
+impl fmt::Display for Known {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, s) in ALL.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            f.write_str(s.name)?;
+        }
+        Ok(())
+    }
+}
+
+/// `POOLALLOC_VERBOSE`: every setting in force, one line each, with where its value came from.
+fn print_all() {
+    say(format_args!(
+        "settings (backend {:?}), each with where its value came from:",
+        os::BACKEND
+    ));
+    for s in ALL {
         say(format_args!(
-            "settings: purge delay {} ms, retained chunks {}, show stats {}, large blocks {:?}, huge pages {:?}, backend {:?}",
-            PURGE_DELAY_MS.value.load(Relaxed),
-            RETAINED_CHUNKS.value.load(Relaxed),
-            SHOW_STATS.value.load(Relaxed) != 0,
-            large_blocks_raw(),
-            HugePages::from_raw(HUGE_PAGES.value.load(Relaxed)),
-            os::BACKEND
+            "  POOLALLOC_{}={} ({})",
+            s.name,
+            Shown(s.kind, s.value.load(Relaxed)),
+            SOURCES[s.source.load(Relaxed) as usize]
         ));
     }
 }
@@ -460,70 +714,6 @@ fn refuse_env() {
         ));
     }
 }
-
-/// The largest profiler interval taken from the environment (1 GiB).
-const MAX_PROF_INTERVAL: usize = 1 << 30;
-/// The longest period between numbered profiles taken from the environment (a week).
-const MAX_PROF_EVERY_S: usize = 7 * 86_400;
-/// The largest peak factor taken from the environment (1000, in thousandths).
-const MAX_PROF_PEAK_MILLI: usize = 1_000_000;
-
-/// `POOLALLOC_PROF`: a path prefix, kept for the profiler (which must be compiled in).
-fn prefix(value: &[u8]) {
-    if !cfg!(feature = "profiling") {
-        say(format_args!(
-            "POOLALLOC_PROF ignored: this build has no profiler (cargo feature `profiling`)"
-        ));
-    } else if value.is_empty() || value.len() > PROF_PREFIX_MAX || value.contains(&0) {
-        say(format_args!(
-            "POOLALLOC_PROF={} is not a path prefix of 1 to {PROF_PREFIX_MAX} bytes: no profile",
-            Text(value)
-        ));
-    } else {
-        let mut p = PROF_PREFIX.lock();
-        p.buf[..value.len()].copy_from_slice(value);
-        p.len = value.len();
-    }
-}
-
-/// `POOLALLOC_LARGE_BLOCKS`: `system`, `system-kept` or `spans`.
-fn large(value: &[u8]) {
-    let l = match value {
-        b"system" => LargeBlocks::System,
-        b"system-kept" => LargeBlocks::SystemKept,
-        b"spans" => LargeBlocks::Spans,
-        _ => {
-            return say(format_args!(
-                "POOLALLOC_LARGE_BLOCKS={} is not `system`, `system-kept` or `spans`: keeping {:?}",
-                Text(value),
-                large_blocks_raw()
-            ));
-        }
-    };
-    LARGE_BLOCKS.set_from_env(l as usize);
-}
-
-/// `POOLALLOC_HUGE_PAGES`: `off`, `on` (every region) or a whole number of MiB.
-fn huge(value: &[u8]) {
-    let h = match value {
-        b"off" | b"never" => HugePages::Off,
-        b"on" | b"always" => HugePages::PastMiB(0),
-        _ => match parse_number(value, MAX_HUGE_MIB) {
-            Some(m) => HugePages::PastMiB(m),
-            None => {
-                return say(format_args!(
-                    "POOLALLOC_HUGE_PAGES={} is not `off`, `on` or a number of MiB up to {MAX_HUGE_MIB}: keeping {:?}",
-                    Text(value),
-                    HugePages::from_raw(HUGE_PAGES.value.load(Relaxed))
-                ));
-            }
-        },
-    };
-    HUGE_PAGES.set_from_env(h.raw());
-}
-
-/// The largest `POOLALLOC_HUGE_PAGES` threshold taken from the environment (1 TiB).
-const MAX_HUGE_MIB: usize = 1 << 20;
 
 /// The setting as it stands, without reading the environment (for messages while reading it).
 fn large_blocks_raw() -> LargeBlocks {
@@ -553,30 +743,6 @@ fn parse_bool(v: &[u8]) -> Option<bool> {
     }
 }
 
-fn number(name: &[u8], value: &[u8], max: usize, s: &Setting) {
-    match parse_number(value, max) {
-        Some(n) => s.set_from_env(n),
-        None => say(format_args!(
-            "POOLALLOC_{}={} is not a whole number from 0 to {max}: keeping {}",
-            Text(name),
-            Text(value),
-            s.value.load(Relaxed)
-        )),
-    }
-}
-
-/// A factor above 1 with up to three decimals (`1.5`, `2`), kept in thousandths.
-fn factor(name: &[u8], value: &[u8], s: &Setting) {
-    match parse_milli(value).filter(|&m| m > 1000 && m <= MAX_PROF_PEAK_MILLI) {
-        Some(m) => s.set_from_env(m),
-        None => say(format_args!(
-            "POOLALLOC_{}={} is not a factor above 1 (such as 1.5) up to 1000: keeping it off",
-            Text(name),
-            Text(value)
-        )),
-    }
-}
-
 /// `D[.DDD]` in thousandths: `1.5` is 1500. None for anything else.
 fn parse_milli(v: &[u8]) -> Option<usize> {
     let dot = v.iter().position(|&b| b == b'.').unwrap_or(v.len());
@@ -593,18 +759,6 @@ fn parse_milli(v: &[u8]) -> Option<usize> {
         milli += (d - b'0') as usize * [100, 10, 1][i];
     }
     Some(whole * 1000 + milli)
-}
-
-fn boolean(name: &[u8], value: &[u8], s: &Setting) {
-    match parse_bool(value) {
-        Some(b) => s.set_from_env(b as usize),
-        None => say(format_args!(
-            "POOLALLOC_{}={} is not 1/0, true/false, yes/no or on/off: keeping {}",
-            Text(name),
-            Text(value),
-            s.value.load(Relaxed)
-        )),
-    }
 }
 
 /// Bytes shown as text (non-UTF-8 bytes as `?`), at most 64 of them.
@@ -670,7 +824,7 @@ mod tests {
 
     #[test]
     fn code_wins_over_the_environment() {
-        let s = Setting::new(5);
+        let s = scratch(5);
         s.set_from_env(7);
         assert_eq!(s.value.load(Relaxed), 7);
         s.set(9);
@@ -680,7 +834,7 @@ mod tests {
 
     #[test]
     fn the_environment_wins_over_settings_in_code_whichever_comes_first() {
-        let s = Setting::new(5);
+        let s = scratch(5);
         s.set_from(IN_CODE, 6);
         assert_eq!(s.value.load(Relaxed), 6);
         s.set_from_env(7);
@@ -690,5 +844,83 @@ mod tests {
         s.set_from(IN_CODE, 10);
         s.set_from_env(11);
         assert_eq!(s.value.load(Relaxed), 9);
+    }
+
+    /// A setting of no table, for the precedence tests.
+    fn scratch(default: usize) -> Setting {
+        Setting {
+            name: "SCRATCH",
+            kind: Kind::Number { max: usize::MAX },
+            default,
+            default_doc: None,
+            rust: "",
+            doc: "",
+            value: AtomicUsize::new(default),
+            source: AtomicU8::new(DEFAULT),
+        }
+    }
+
+    fn shown(kind: Kind, v: usize) -> String {
+        format!("{}", Shown(kind, v))
+    }
+
+    #[test]
+    fn every_value_shown_parses_back() {
+        let kinds = [
+            (Kind::Number { max: 1000 }, &[0, 7, 1000][..]),
+            (Kind::Switch, &[0, 1]),
+            (
+                Kind::Factor,
+                &[0, 1001, 1050, 1500, 2000, 1125, MAX_PROF_PEAK_MILLI],
+            ),
+            (Kind::Large, &[0, 1, 2]),
+            (Kind::Huge, &[usize::MAX, 0, 32, MAX_HUGE_MIB]),
+        ];
+        for (kind, values) in kinds {
+            for &v in values {
+                let s = shown(kind, v);
+                assert_eq!(kind.parse(s.as_bytes()), Some(v), "{s}");
+            }
+        }
+        assert_eq!(shown(Kind::Factor, 1500), "1.5");
+        assert_eq!(shown(Kind::Factor, 1050), "1.05");
+        for s in ALL.iter().filter(|s| !matches!(s.kind, Kind::Prefix)) {
+            let d = shown(s.kind, s.default);
+            assert_eq!(s.kind.parse(d.as_bytes()), Some(s.default), "{}", s.name);
+        }
+    }
+
+    #[test]
+    fn names_are_distinct_and_each_line_fits_a_message() {
+        for (i, s) in ALL.iter().enumerate() {
+            assert!(ALL[..i].iter().all(|t| t.name != s.name), "{}", s.name);
+        }
+        assert_eq!(ALL.len(), 11);
+        // The longest warning: an unknown name of 64 bytes and every known name.
+        let line = format!(
+            "unknown setting POOLALLOC_{} ignored (known: {Known})",
+            "X".repeat(64)
+        );
+        assert!(line.len() + "poolalloc: \n".len() <= 320, "{}", line.len());
+    }
+
+    /// `docs/stats-and-settings.md` shows the table as [`write_docs_table`] writes it, and says
+    /// how many settings there are in words no test reads: so the test reads the table.
+    #[test]
+    fn the_docs_page_shows_the_table() {
+        let page = include_str!("../../docs/stats-and-settings.md");
+        let mut want = String::new();
+        write_docs_table(&mut want).unwrap();
+        let start = page
+            .find("| variable | Rust | default | what |")
+            .expect("docs/stats-and-settings.md has no table of settings");
+        let end = page[start..]
+            .find("\n\n")
+            .map_or(page.len(), |e| start + e + 1);
+        assert!(
+            page[start..end] == want,
+            "docs/stats-and-settings.md's table of settings differs from the one in \
+             src/base/settings.rs; it should read:\n{want}"
+        );
     }
 }
