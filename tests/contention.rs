@@ -15,19 +15,7 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 #[global_allocator]
 static GLOBAL: poolalloc::PoolAlloc = poolalloc::PoolAlloc::new();
 
-/// A small deterministic generator (xorshift), per thread.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
+use poolalloc_test_support::seed::Rng;
 
 /// Slots each thread holds; steps each thread takes per round; rounds.
 const SLOTS: usize = 2000;

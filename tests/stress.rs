@@ -12,18 +12,7 @@ const TRANSFER: usize = 1000;
 /// (Its low half on 32-bit targets.)
 const COOKIE: usize = 0xbf58_476d_1ce4_e5b9_u64 as usize;
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
+use poolalloc_test_support::seed::Rng;
 
 /// An object: its length in words is stored in word 0, every other word holds `i ^ COOKIE ^ len`.
 fn alloc_obj(r: &mut Rng) -> *mut Vec<usize> {

@@ -371,6 +371,36 @@ fn child(workload: &str) {
     );
 }
 
+/// Runs `workload` in a child (`bin`, this benchmark or its hardened build) served by `alloc`,
+/// with the JSON input at `json`, `threads` and `scale`, and returns what it measured; panics
+/// with the child's output, naming it `label`, when it failed.
+fn run_child(
+    bin: &std::path::Path,
+    workload: &str,
+    json: &std::path::Path,
+    alloc: &str,
+    threads: usize,
+    scale: usize,
+    label: &str,
+) -> Run {
+    let out = Command::new(bin)
+        .env("POOLALLOC_BENCH_WORKLOAD", workload)
+        .env("POOLALLOC_BENCH_JSON", json)
+        .env("POOLALLOC_BENCH_ALLOC", alloc)
+        .env("POOLALLOC_BENCH_THREADS", threads.to_string())
+        .env("POOLALLOC_BENCH_SCALE", scale.to_string())
+        .output()
+        .expect("cannot run the workload child");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    stdout.lines().find_map(parse).unwrap_or_else(|| {
+        panic!(
+            "{workload} at {threads} threads with {label} failed ({}):\n{stdout}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
 #[derive(Clone, Default)]
 struct Run {
     secs: f64,
@@ -472,25 +502,7 @@ pub fn main() {
         } else {
             (&exe, ALLOCATORS[ai])
         };
-        let out = Command::new(bin)
-            .env("POOLALLOC_BENCH_WORKLOAD", w.0)
-            .env("POOLALLOC_BENCH_JSON", &json)
-            .env("POOLALLOC_BENCH_ALLOC", alloc)
-            .env("POOLALLOC_BENCH_THREADS", threads.to_string())
-            .env("POOLALLOC_BENCH_SCALE", scale.to_string())
-            .output()
-            .expect("cannot run the workload child");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let run = stdout.lines().find_map(parse).unwrap_or_else(|| {
-            panic!(
-                "{} with {} failed ({}):\n{}\n{}",
-                w.0,
-                runner_name(ai),
-                out.status,
-                stdout,
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
+        let run = run_child(bin, w.0, &json, alloc, threads, scale, runner_name(ai));
         let line = format!(
             "{:<17} {:<11} {:>8.3} s  peak RSS {:>7} MiB  {:>8} faults",
             w.0,

@@ -11,12 +11,11 @@
 //! and marks a count where poolalloc's throughput falls from the count before while the best
 //! peer's rises (the other target: there must be none).
 
-use super::{ALLOCATORS, PEERS, Run, WORKLOADS, parse, write_json_input};
+use super::{ALLOCATORS, PEERS, Run, WORKLOADS, run_child, write_json_input};
 use crate::harness::cargo::report_dir;
 use crate::harness::run::interleaved;
 use crate::harness::stats::median;
 use crate::harness::table::{header, row};
-use std::process::Command;
 
 /// The workloads that take a thread count (`Params::threads`) and move blocks between threads.
 pub const THREADED: &[&str] = &[
@@ -75,23 +74,15 @@ pub fn run(counts: &[usize], only: &[&String], rounds: usize, scale: usize) {
     let mut runs: Vec<Vec<Vec<Run>>> = vec![vec![Vec::new(); ALLOCATORS.len()]; cells.len()];
     interleaved(rounds, cells.len(), ALLOCATORS.len(), |_round, ci, ai| {
         let (w, threads) = cells[ci];
-        let out = Command::new(&exe)
-            .env("POOLALLOC_BENCH_WORKLOAD", w)
-            .env("POOLALLOC_BENCH_JSON", &json)
-            .env("POOLALLOC_BENCH_ALLOC", ALLOCATORS[ai])
-            .env("POOLALLOC_BENCH_THREADS", threads.to_string())
-            .env("POOLALLOC_BENCH_SCALE", scale.to_string())
-            .output()
-            .expect("cannot run the workload child");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let run = stdout.lines().find_map(parse).unwrap_or_else(|| {
-            panic!(
-                "{w} at {threads} threads with {} failed ({}):\n{stdout}\n{}",
-                ALLOCATORS[ai],
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
+        let run = run_child(
+            &exe,
+            w,
+            &json,
+            ALLOCATORS[ai],
+            threads,
+            scale,
+            ALLOCATORS[ai],
+        );
         let (x, unit) = throughput(&run);
         let line = format!(
             "{w:<17} {threads:>3} threads {:<11} {x:>9.3} {unit}",
