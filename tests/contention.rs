@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 #[global_allocator]
 static GLOBAL: poolalloc::PoolAlloc = poolalloc::PoolAlloc::new();
 
-use poolalloc_test_support::seed::Rng;
+use poolalloc_bench_harness::rng::Rng;
 
 /// Slots each thread holds; steps each thread takes per round; rounds.
 const SLOTS: usize = 2000;
@@ -40,7 +40,7 @@ fn exchange(threads: usize) -> u64 {
     );
     let mut arrays: Vec<Vec<Box<[u8]>>> = (0..threads)
         .map(|t| {
-            let mut r = Rng(t as u64 * 7919 + 1);
+            let mut r = Rng::new(t as u64 * 7919 + 1);
             (0..SLOTS).map(|_| block(&mut r)).collect()
         })
         .collect();
@@ -52,7 +52,7 @@ fn exchange(threads: usize) -> u64 {
             .map(|(t, mut a)| {
                 let shared = Arc::clone(&shared);
                 std::thread::spawn(move || {
-                    let mut r = Rng((round * 1000 + t) as u64 * 104_729 + 3);
+                    let mut r = Rng::new((round * 1000 + t) as u64 * 104_729 + 3);
                     let mut ops = 0u64;
                     for step in 0..STEPS {
                         let i = r.below(a.len());

@@ -12,7 +12,7 @@ const TRANSFER: usize = 1000;
 /// (Its low half on 32-bit targets.)
 const COOKIE: usize = 0xbf58_476d_1ce4_e5b9_u64 as usize;
 
-use poolalloc_test_support::seed::Rng;
+use poolalloc_bench_harness::rng::Rng;
 
 /// An object: its length in words is stored in word 0, every other word holds `i ^ COOKIE ^ len`.
 fn alloc_obj(r: &mut Rng) -> *mut Vec<usize> {
@@ -38,7 +38,7 @@ fn free_obj(p: *mut Vec<usize>) {
 }
 
 fn worker(transfer: &[AtomicPtr<Vec<usize>>], seed: u64, iters: usize) {
-    let mut r = Rng(seed | 1);
+    let mut r = Rng::new(seed | 1);
     let mut keep: Vec<*mut Vec<usize>> = Vec::new();
     for _ in 0..iters {
         match r.below(10) {

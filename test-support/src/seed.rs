@@ -3,26 +3,6 @@
 
 use std::path::{Path, PathBuf};
 
-/// A small deterministic generator (xorshift64) for the tests' random choices: `Rng(seed)`, the
-/// seed not zero.
-pub struct Rng(pub u64);
-
-impl Rng {
-    /// The next 64 bits.
-    #[allow(clippy::should_implement_trait)]
-    pub fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    /// A number below `n` (not zero).
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
 /// `len` bytes from a xorshift generator seeded with `seed`.
 pub fn input(seed: u64, len: usize) -> Vec<u8> {
     let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
