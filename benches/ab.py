@@ -18,7 +18,9 @@ bins = {}
 envs = {}
 for v in sys.argv[1].split(','):
     # NAME=PATH or NAME=PATH@VAR=VALUE[@VAR=VALUE...] (environment variables for that build's runs
-    # only, e.g. a profiler turned on); PATH is a target dir or the report binary itself.
+    # only, e.g. a profiler turned on); PATH is a target dir or the report binary itself. The
+    # pseudo-variable CPUS=LIST runs that build's children under `taskset -c LIST` (CPUS=0: one
+    # core, no cache line moves between cores; benches/results/pinned-2026-11-28.md).
     spec, *extra = v.split('@')
     name, d = spec.split('=', 1)
     envs[name] = dict(e.split('=', 1) for e in extra)
@@ -41,7 +43,9 @@ for r in range(rounds):
             env = dict(os.environ, POOLALLOC_BENCH_JSON=json_doc, POOLALLOC_BENCH_WORKLOAD=w, POOLALLOC_BENCH_ALLOC="poolalloc", POOLALLOC_BENCH_THREADS="2", POOLALLOC_BENCH_SCALE=scale)
             env.update(envs[n])
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
-            out = subprocess.run([bins[n]], env=env, capture_output=True, text=True).stdout
+            cpus = env.pop("CPUS", None)
+            cmd = (["taskset", "-c", cpus] if cpus else []) + [bins[n]]
+            out = subprocess.run(cmd, env=env, capture_output=True, text=True).stdout
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             cpu[w][n].append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
             line = [l for l in out.splitlines() if l.startswith("RESULT")][0]

@@ -27,7 +27,7 @@
 //! medians, tables, chart frames, the random number generator and the interleaving of rounds come
 //! from the harness both benchmarks share (`benches/harness/`).
 
-use crate::harness::cargo::{cargo, report_dir, target_args, target_dir};
+use crate::harness::cargo::{bench_executable, cargo, report_dir, target_args, target_dir};
 use crate::harness::rng::Rng;
 use crate::harness::run::interleaved;
 use crate::harness::stats::mib;
@@ -54,6 +54,8 @@ mod scaling;
 mod soak;
 // The share of each child's memory in huge pages, and the THP mode.
 mod huge_pages;
+// poolalloc as of a pinned earlier commit, the report's baseline column.
+mod baseline;
 // The Markdown tables and the charts.
 mod output;
 
@@ -85,16 +87,18 @@ const ALLOCATORS: &[&str] = &[
 const PEERS: std::ops::Range<usize> = 2..ALLOCATORS.len();
 
 /// What the parent runs: the allocators, then poolalloc built with `--features hardened` (a
-/// second build of this benchmark, made by [`build_hardened`]).
-const RUNNERS: usize = ALLOCATORS.len() + 1;
+/// second build of this benchmark, made by [`build_hardened`]), then poolalloc as of the pinned
+/// baseline commit (`baseline.rs`).
+const RUNNERS: usize = ALLOCATORS.len() + 2;
 const HARDENED: usize = ALLOCATORS.len();
+const BASELINE: usize = ALLOCATORS.len() + 1;
 
 /// A runner's name in the progress lines and the tables.
 fn runner_name(i: usize) -> &'static str {
-    if i == HARDENED {
-        "poolalloc-hardened"
-    } else {
-        ALLOCATORS[i]
+    match i {
+        HARDENED => "poolalloc-hardened",
+        BASELINE => "baseline",
+        _ => ALLOCATORS[i],
     }
 }
 
@@ -383,6 +387,19 @@ fn run_child(
     scale: usize,
     label: &str,
 ) -> Run {
+    try_run_child(bin, workload, json, alloc, threads, scale)
+        .unwrap_or_else(|e| panic!("{workload} at {threads} threads with {label} failed ({e}"))
+}
+
+/// [`run_child`], with the failure (the child's status and output) as the error.
+fn try_run_child(
+    bin: &std::path::Path,
+    workload: &str,
+    json: &std::path::Path,
+    alloc: &str,
+    threads: usize,
+    scale: usize,
+) -> Result<Run, String> {
     let out = Command::new(bin)
         .env("POOLALLOC_BENCH_WORKLOAD", workload)
         .env("POOLALLOC_BENCH_JSON", json)
@@ -392,9 +409,9 @@ fn run_child(
         .output()
         .expect("cannot run the workload child");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    stdout.lines().find_map(parse).unwrap_or_else(|| {
-        panic!(
-            "{workload} at {threads} threads with {label} failed ({}):\n{stdout}\n{}",
+    stdout.lines().find_map(parse).ok_or_else(|| {
+        format!(
+            "{}):\n{stdout}\n{}",
             out.status,
             String::from_utf8_lossy(&out.stderr)
         )
@@ -488,6 +505,10 @@ pub fn main() {
     }
     let exe = std::env::current_exe().unwrap();
     let hardened_exe = build_hardened();
+    let baseline_exe = baseline::build();
+    if let Err(why) = &baseline_exe {
+        eprintln!("no baseline column: {why}");
+    }
     let json = write_json_input();
     let workloads: Vec<&(&str, Workload, bool)> = WORKLOADS
         .iter()
@@ -497,12 +518,26 @@ pub fn main() {
     let mut runs: Vec<Vec<Vec<Run>>> = vec![vec![Vec::new(); RUNNERS]; workloads.len()];
     interleaved(rounds, workloads.len(), RUNNERS, |_round, wi, ai| {
         let w = workloads[wi];
-        let (bin, alloc) = if ai == HARDENED {
-            (&hardened_exe, "poolalloc")
-        } else {
-            (&exe, ALLOCATORS[ai])
+        let (bin, alloc) = match ai {
+            HARDENED => (&hardened_exe, "poolalloc"),
+            BASELINE => match &baseline_exe {
+                Ok(b) => (b, "poolalloc"),
+                Err(_) => return format!("{:<17} baseline    (none)", w.0),
+            },
+            _ => (&exe, ALLOCATORS[ai]),
         };
-        let run = run_child(bin, w.0, &json, alloc, threads, scale, runner_name(ai));
+        let run = if ai == BASELINE {
+            // A workload newer than the baseline fails there: no cell, said in the report.
+            match try_run_child(bin, w.0, &json, alloc, threads, scale) {
+                Ok(run) => run,
+                Err(e) => {
+                    let first = e.lines().next().unwrap_or_default().to_string();
+                    return format!("{:<17} baseline    failed ({first})", w.0);
+                }
+            }
+        } else {
+            run_child(bin, w.0, &json, alloc, threads, scale, runner_name(ai))
+        };
         let line = format!(
             "{:<17} {:<11} {:>8.3} s  peak RSS {:>7} MiB  {:>8} faults",
             w.0,
@@ -514,7 +549,11 @@ pub fn main() {
         runs[wi][ai].push(run);
         line
     });
-    let report = output::table(&workloads, &runs, threads, rounds, quick);
+    let baseline = baseline_exe
+        .as_ref()
+        .map(|_| baseline::name())
+        .map_err(Clone::clone);
+    let report = output::table(&workloads, &runs, threads, rounds, quick, baseline);
     println!("{report}");
     let dir = report_dir();
     std::fs::create_dir_all(&dir).unwrap();
@@ -551,16 +590,6 @@ fn build_hardened() -> PathBuf {
         "building the hardened benchmark failed"
     );
     // The artifact message of the report bench names its executable.
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    stdout
-        .lines()
-        .filter(|l| {
-            l.contains("\"reason\":\"compiler-artifact\"") && l.contains("\"name\":\"report\"")
-        })
-        .find_map(|l| {
-            let at = l.find("\"executable\":\"")? + "\"executable\":\"".len();
-            let end = l[at..].find('"')?;
-            Some(PathBuf::from(&l[at..at + end]))
-        })
+    bench_executable(&String::from_utf8_lossy(&out.stdout), "report")
         .expect("cargo did not report the hardened benchmark's executable")
 }

@@ -3,7 +3,7 @@
 //! of the fragmentation workloads and the service).
 
 use super::huge_pages::thp_mode;
-use super::{ALLOCATORS, HARDENED, PEERS, RUNNERS, Run, Workload, runner_name, sampled};
+use super::{ALLOCATORS, BASELINE, HARDENED, PEERS, RUNNERS, Run, Workload, runner_name, sampled};
 use crate::harness::chart::{COLORS, Names, RatioBars, legend, register_font};
 use crate::harness::stats::{geomean, median, mib};
 use crate::harness::table::{header, row};
@@ -35,6 +35,16 @@ fn percent(x: f64) -> String {
     format!("{:.0}%", x * 100.0)
 }
 
+/// A figure with `digits` decimals, or a dash where there is none (NaN: the runner has no result,
+/// a workload newer than the baseline).
+fn cell(x: f64, digits: usize) -> String {
+    if x.is_nan() {
+        "–".to_string()
+    } else {
+        format!("{x:.digits$}")
+    }
+}
+
 /// The best peer's figure: the lowest of the peers' values (a time, a peak RSS, a latency).
 fn best_peer(v: &[f64]) -> f64 {
     PEERS.map(|a| v[a]).fold(f64::INFINITY, f64::min)
@@ -55,13 +65,16 @@ pub fn table(
     threads: usize,
     rounds: usize,
     quick: bool,
+    baseline: Result<String, String>,
 ) -> String {
     let mut s = String::new();
     s += &format!(
         "Medians of {rounds} interleaved run(s) per cell, {threads} threads{}; {}. Time in seconds, peak RSS in MiB; \
          vs best peer = poolalloc / best of {} (below 1 is better); poolalloc huge = the share of its \
          anonymous memory in huge pages near its peak RSS (every allocator's: the huge-page table below); \
-         hardened cost = poolalloc built with `--features hardened` / poolalloc.\n\n",
+         hardened cost = poolalloc built with `--features hardened` / poolalloc; \
+         vs baseline = poolalloc / poolalloc as of the pinned baseline commit (`benches/report/baseline.rs`; \
+         above 1 is slower than the last build).\n\n",
         if quick {
             ", quick mode (small inputs)"
         } else {
@@ -80,6 +93,8 @@ pub fn table(
                 "poolalloc huge",
                 "hardened s",
                 "hardened cost",
+                "baseline s",
+                "vs baseline",
             ]
             .map(String::from),
         )
@@ -87,6 +102,8 @@ pub fn table(
     s += &header(&columns);
     // Per workload: (time ratio, peak-RSS ratio, hardened cost), from the same medians as the table.
     let mut ratios: Vec<(f64, f64, f64)> = Vec::new();
+    // Per workload with a baseline cell: its name and this build's time over the baseline's.
+    let mut vs_baseline: Vec<(&str, f64)> = Vec::new();
     for (wi, w) in workloads.iter().enumerate() {
         let t = medians(&runs[wi], |r| r.secs);
         let m = medians(&runs[wi][..ALLOCATORS.len()], |r| r.peak_rss as f64);
@@ -94,6 +111,10 @@ pub fn table(
         let cost = t[HARDENED] / t[0];
         let huge = medians(&runs[wi][..1], huge_share)[0];
         ratios.push((time, rss, cost));
+        let vs_base = t[0] / t[BASELINE];
+        if !vs_base.is_nan() {
+            vs_baseline.push((w.0, vs_base));
+        }
         let cells: Vec<String> = std::iter::once(w.0.to_string())
             .chain(t[..ALLOCATORS.len()].iter().map(|x| format!("{x:.3}")))
             .chain([format!("**{time:.2}**")])
@@ -103,6 +124,12 @@ pub fn table(
                 percent(huge),
                 format!("{:.3}", t[HARDENED]),
                 format!("**{cost:.2}**"),
+                cell(t[BASELINE], 3),
+                if vs_base.is_nan() {
+                    "–".to_string()
+                } else {
+                    format!("**{vs_base:.2}**")
+                },
             ])
             .collect();
         s += &row(&cells);
@@ -123,6 +150,7 @@ pub fn table(
             geomean(&costs)
         );
     }
+    s += &baseline_text(&baseline, &vs_baseline, workloads.len());
     s += &faults_table(workloads, runs);
     s += &huge_table(workloads, runs);
     s += &service_table(workloads, runs);
@@ -161,6 +189,47 @@ pub fn table(
     s
 }
 
+/// What the report says of the baseline: the geometric mean of this build's time over the
+/// baseline's, a line for each workload more than 3% slower than the baseline, and which workloads
+/// have no baseline cell; or why there is no baseline column at all.
+fn baseline_text(
+    baseline: &Result<String, String>,
+    vs: &[(&str, f64)],
+    workloads: usize,
+) -> String {
+    let name = match baseline {
+        Err(why) => return format!("\nNo baseline column: {why}.\n"),
+        Ok(name) => name,
+    };
+    if vs.is_empty() {
+        return format!("\nAgainst the {name}: no workload ran there.\n");
+    }
+    let ratios: Vec<f64> = vs.iter().map(|v| v.1).collect();
+    let mut s = format!(
+        "\nAgainst the {name} (poolalloc then; `benches/report/baseline.rs`): time **{:.2}** in geometric mean over {} workloads{}.\n",
+        geomean(&ratios),
+        vs.len(),
+        if vs.len() < workloads {
+            format!(
+                " ({} newer than the baseline, no cell)",
+                workloads - vs.len()
+            )
+        } else {
+            String::new()
+        }
+    );
+    let slower: Vec<&(&str, f64)> = vs.iter().filter(|v| v.1 > 1.03).collect();
+    if slower.is_empty() {
+        s += "No workload more than 3% slower than the baseline.\n";
+    } else {
+        s += "More than 3% slower than the baseline:\n\n";
+        for (w, r) in slower {
+            s += &format!("- {w}: **{r:.2}** of the baseline's time\n");
+        }
+    }
+    s
+}
+
 /// Minor page faults per workload and allocator (medians), and poolalloc's against jemalloc's: a
 /// fault is a trap into the kernel and a page zeroed, a cost the time column includes but does not
 /// name. Not against the best peer: mimalloc's count stays near 260 on every workload, hundreds of
@@ -182,7 +251,7 @@ fn faults_table(workloads: &[&(&str, Workload, bool)], runs: &[Vec<Vec<Run>>]) -
         let ratio = f[0] / f[2].max(1.0);
         above += usize::from(ratio > 1.0);
         let mut cells = vec![w.0.to_string()];
-        cells.extend(f.iter().map(|x| format!("{x:.0}")));
+        cells.extend(f.iter().map(|&x| cell(x, 0)));
         cells.push(format!("**{ratio:.2}**"));
         s += &row(&cells);
     }
@@ -216,7 +285,11 @@ fn huge_table(workloads: &[&(&str, Workload, bool)], runs: &[Vec<Vec<Run>>]) -> 
             .filter_map(|r| r.own_huge_share)
             .collect();
         let mut cells = vec![w.0.to_string()];
-        cells.extend(shares.iter().map(|&x| percent(x)));
+        cells.extend(
+            shares
+                .iter()
+                .map(|&x| if x.is_nan() { cell(x, 0) } else { percent(x) }),
+        );
         cells.push(if own.is_empty() {
             String::new()
         } else {

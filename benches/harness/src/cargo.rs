@@ -46,3 +46,17 @@ pub fn target_args() -> Vec<String> {
 pub fn cargo() -> OsString {
     std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into())
 }
+
+/// The executable of bench target `name` among the JSON messages of
+/// `cargo build --message-format json` (its `compiler-artifact` line).
+pub fn bench_executable(messages: &str, name: &str) -> Option<PathBuf> {
+    let named = format!("\"name\":\"{name}\"");
+    messages
+        .lines()
+        .filter(|l| l.contains("\"reason\":\"compiler-artifact\"") && l.contains(&named))
+        .find_map(|l| {
+            let at = l.find("\"executable\":\"")? + "\"executable\":\"".len();
+            let end = l[at..].find('"')?;
+            Some(PathBuf::from(&l[at..at + end]))
+        })
+}

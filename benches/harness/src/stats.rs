@@ -2,6 +2,10 @@
 
 /// The median of `v` (the mean of the two middle values for an even count); `v` is not empty.
 pub fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        // A runner with no result (a workload newer than the report's baseline).
+        return f64::NAN;
+    }
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     let n = v.len();
     if n % 2 == 1 {

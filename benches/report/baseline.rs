@@ -1,0 +1,89 @@
+//! The baseline: poolalloc as of a pinned earlier commit, run beside this build in every report,
+//! so that a change that makes poolalloc slower than the last good build shows in the report that
+//! measures it, on the same machine in the same hour (a ratio to the peers alone cannot tell a
+//! regression of ours from a better day of theirs).
+//!
+//! The parent extracts the commit's tree from this repository (`git archive`, so nothing in the
+//! working tree is touched) into `<target>/baseline/<commit>/`, builds that tree's own report
+//! benchmark into `<target>/baseline/build/` (its own target directory and lock file: the
+//! running `cargo bench` holds the usual one), and runs its poolalloc child like any other runner.
+//! The child protocol (`POOLALLOC_BENCH_*` in, one `RESULT` line out) is the same at the
+//! baseline commit; a workload the baseline does not know gets no baseline cell.
+//!
+//! To move the baseline, change [`COMMIT`] and say so in README.md and CHANGELOG.md.
+
+use crate::harness::cargo::{bench_executable, cargo, target_args, target_dir};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// The baseline commit: main's build of 2026-11-26 (before the changes of 2026-11-28 that issue
+/// 40 found slower on the clock on the Intel VM).
+pub const COMMIT: &str = "7e3122468d0015b47eb2a4fdf30e1e8b8871442d";
+
+/// The short name of the baseline in tables and progress lines.
+pub fn name() -> String {
+    format!("baseline {}", &COMMIT[..7])
+}
+
+/// The baseline's report executable, built if needed; `Err` says why there is none (the commit is
+/// not in this clone, a shallow one; `git` or the build failed). The report prints that reason
+/// instead of the column, so a missing baseline is never silent.
+pub fn build() -> Result<PathBuf, String> {
+    if std::env::var_os("POOLALLOC_BENCH_NO_BASELINE").is_some() {
+        return Err("POOLALLOC_BENCH_NO_BASELINE is set".into());
+    }
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = target_dir().join("baseline");
+    let src = root.join(COMMIT);
+    // Extracted whole or not at all: the marker is written last.
+    let marker = src.join(".extracted");
+    if !marker.exists() {
+        let have = Command::new("git")
+            .current_dir(repo)
+            .args(["cat-file", "-e", &format!("{COMMIT}^{{commit}}")])
+            .stderr(Stdio::null())
+            .status()
+            .map_err(|e| format!("cannot run git: {e}"))?;
+        if !have.success() {
+            return Err(format!(
+                "commit {COMMIT} is not in this clone (shallow?): `git fetch --unshallow` brings it"
+            ));
+        }
+        let _ = std::fs::remove_dir_all(&src);
+        std::fs::create_dir_all(&src).map_err(|e| format!("{}: {e}", src.display()))?;
+        eprintln!("extracting the baseline {COMMIT} into {}", src.display());
+        let archive = Command::new("git")
+            .current_dir(repo)
+            .args(["archive", "--format=tar", COMMIT])
+            .stdout(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot run git archive: {e}"))?;
+        let tar = Command::new("tar")
+            .arg("-x")
+            .arg("-C")
+            .arg(&src)
+            .stdin(archive.stdout.unwrap())
+            .status()
+            .map_err(|e| format!("cannot run tar: {e}"))?;
+        if !tar.success() {
+            return Err("git archive | tar -x failed".into());
+        }
+        std::fs::write(&marker, COMMIT).map_err(|e| format!("{}: {e}", marker.display()))?;
+    }
+    eprintln!("building the baseline's report benchmark ({COMMIT})");
+    let out = Command::new(cargo())
+        .current_dir(&src)
+        .args(["build", "--profile", "bench", "--bench", "report"])
+        .args(["--message-format", "json"])
+        .args(target_args())
+        .arg("--target-dir")
+        .arg(root.join("build"))
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !out.status.success() {
+        return Err("building the baseline failed (its cargo output is above)".into());
+    }
+    bench_executable(&String::from_utf8_lossy(&out.stdout), "report")
+        .ok_or_else(|| "cargo did not name the baseline's report executable".into())
+}
