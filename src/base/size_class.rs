@@ -63,16 +63,40 @@ pub static CLASS_SIZE: [usize; NUM_CLASSES] = {
     t
 };
 
-/// `SMALL_TABLE[(s + 7) / 8]` is the class of size `s ≤ 1024`.
-static SMALL_TABLE: [u8; TABLE_MAX / 8 + 1] = {
+/// Whether every block of 16 bytes or more is served 16-aligned whatever alignment it asked for,
+/// as C's `malloc` serves it: on musl. Rust's musl targets link LLVM's libunwind, which reads the
+/// exception object (which std allocates with alignment 8) with 16-byte SSE moves: with 8-aligned
+/// blocks every unwinding panic crashed. The table below gives it with no cost to the fast path:
+/// on musl it maps every size from 17 B up to a class that is a multiple of 16 (17–24 B to the
+/// 32 B class, 33–40 B to 48 B, 49–56 B to 64 B; every class above 64 B is a multiple of 16
+/// already), so an 8-aligned request of any size takes the common path and still gets a 16-aligned
+/// slot. The waste bound at or below 64 B is then 15 bytes, not 7. (Before, musl raised each such
+/// request's alignment to 16, which sent nearly every small allocation past the common path:
+/// issue 40.)
+pub const SIXTEEN_FROM_16: bool = cfg!(target_env = "musl");
+
+/// `SMALL_TABLE[(s + 7) / 8]` is the class of size `s ≤ 1024` (rounded up to 16 from 16 B on when
+/// [`SIXTEEN_FROM_16`]).
+static SMALL_TABLE: [u8; TABLE_MAX / 8 + 1] = class_table(SIXTEEN_FROM_16);
+
+/// The class of each size up to [`TABLE_MAX`] in steps of 8: entry `i` is the class of sizes
+/// `8i - 7 ..= 8i` (and of 0 for `i = 0`), each size from 16 B on rounded up to a multiple of 16
+/// first when `sixteen` (then every block of 16 B or more is 16-aligned).
+const fn class_table(sixteen: bool) -> [u8; TABLE_MAX / 8 + 1] {
     let mut t = [0u8; TABLE_MAX / 8 + 1];
     let mut i = 0;
     while i < t.len() {
-        t[i] = class_of_size_computed(i * 8) as u8;
+        let s = i * 8;
+        let s = if sixteen && s >= 16 {
+            (s + 15) & !15
+        } else {
+            s
+        };
+        t[i] = class_of_size_computed(s) as u8;
         i += 1;
     }
     t
-};
+}
 
 /// [`class_of`] for the common case alone (at most 1 KiB, aligned to at most 8), else `None`. A
 /// caller that sends every other request down a separate path keeps its fast path free of
@@ -183,20 +207,7 @@ pub fn class_of_malloc(size: usize) -> Option<usize> {
 }
 
 /// `MALLOC_TABLE[i]`: the class of sizes `8i - 7 ..= 8i` (and of 0 for i = 0) with C's alignment.
-static MALLOC_TABLE: [u8; TABLE_MAX / 8 + 1] = {
-    let mut t = [0u8; TABLE_MAX / 8 + 1];
-    let mut i = 0;
-    while i < t.len() {
-        let s = i * 8;
-        t[i] = if s <= 8 {
-            0
-        } else {
-            class_of_size_computed((s + 15) & !15) as u8
-        };
-        i += 1;
-    }
-    t
-};
+static MALLOC_TABLE: [u8; TABLE_MAX / 8 + 1] = class_table(true);
 
 #[cfg(test)]
 mod tests {

@@ -9,35 +9,6 @@ use crate::{checks, chunks::chunk, thread::heap};
 use core::alloc::Layout;
 use core::ptr;
 
-/// The layout a block is served with: the caller's, with the alignment of [`block_align`].
-#[inline(always)]
-fn block_layout(layout: Layout) -> Layout {
-    let align = block_align(layout.size(), layout.align());
-    if align == layout.align() {
-        layout
-    } else {
-        // SAFETY: `block_align` raises the alignment only of sizes up to MAX_SMALL, to 16: a
-        // power of two, and the size rounded up to it stays far below isize::MAX.
-        unsafe { Layout::from_size_align_unchecked(layout.size(), align) }
-    }
-}
-
-/// The alignment a block of `size` bytes asked with `align` is served with: `align`, except that
-/// on musl a block of 16 bytes or more is 16-aligned, as malloc's are. Rust's musl targets link
-/// LLVM's libunwind, which reads the exception object (which std allocates with alignment 8) with
-/// 16-byte SSE moves: with 8-aligned blocks every unwinding panic crashed. Elsewhere this is the
-/// identity and compiles away. Large blocks need nothing of it (spans are 64-aligned at least,
-/// and musl's malloc gives 16), nor do frees (the chunk header knows the block: see
-/// `pool_dealloc`).
-#[inline(always)]
-fn block_align(size: usize, align: usize) -> usize {
-    if cfg!(target_env = "musl") && (16..=size_class::MAX_SMALL).contains(&size) {
-        align.max(16)
-    } else {
-        align
-    }
-}
-
 /// `plain_alloc` beyond the common case. Size first, where the fast path holds it.
 ///
 /// # Safety
@@ -66,7 +37,7 @@ unsafe fn alloc_above_common(size: usize, align: usize) -> *mut u8 {
 /// 64 KiB class.
 ///
 /// # Safety
-/// As `GlobalAlloc::dealloc`, `layout` being the block's, as `block_layout` gives it.
+/// As `GlobalAlloc::dealloc`, `layout` being the block's.
 #[inline(never)]
 unsafe fn dealloc_rest(ptr: *mut u8, layout: Layout) {
     if size_class::is_small(layout.size(), layout.align()) {
@@ -81,7 +52,7 @@ unsafe fn dealloc_rest(ptr: *mut u8, layout: Layout) {
 /// The free of a small block (a slot).
 ///
 /// # Safety
-/// As `GlobalAlloc::dealloc`, `ptr` being a small block of `layout` (as `block_layout` gives it).
+/// As `GlobalAlloc::dealloc`, `ptr` being a small block of `layout`.
 #[inline(always)]
 unsafe fn slot_dealloc(ptr: *mut u8, layout: Layout) {
     checks::on_slot_free(ptr, layout);
@@ -105,7 +76,6 @@ fn small_alloc(c: usize, size: usize) -> *mut u8 {
 impl PoolAlloc {
     #[inline(always)]
     pub(super) unsafe fn plain_alloc(&self, layout: Layout) -> *mut u8 {
-        let layout = block_layout(layout);
         // SAFETY: forwarded contract.
         let p = unsafe { self.pool_alloc(layout) };
         // With `profiling`, every block passes the sampler's countdown (one subtract, one branch).
@@ -159,11 +129,6 @@ impl PoolAlloc {
 
     #[inline(always)]
     unsafe fn pool_dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // The caller's layout as it is, not `block_layout`'s (musl): the free path reads the
-        // block's class from its chunk header; the small-or-large test gives the same answer with
-        // either alignment (both are at most 16, far below MAX_SMALL); `hardened`'s size check
-        // accepts the caller's layout for a block served with 16-byte alignment (its class holds
-        // the size rounded up to 16, at most 8 bytes more, so the size is above half the slot).
         // One test (three instructions; `size_class::is_small`'s two compares take four, or six
         // when the compiler joins them into `setcc` pairs) for nearly every
         // small block; the rest (large blocks, and the sizes of the 64 KiB class within
@@ -178,7 +143,6 @@ impl PoolAlloc {
 
     #[inline(always)]
     pub(super) unsafe fn plain_alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let layout = block_layout(layout);
         let p = match class_of(layout.size(), layout.align()) {
             Some(c) => {
                 let p = heap::alloc(c, layout.size());
@@ -203,21 +167,15 @@ impl PoolAlloc {
         layout: Layout,
         new_size: usize,
     ) -> *mut u8 {
-        let old_align = block_align(layout.size(), layout.align());
-        let small = size_class::is_small(layout.size(), old_align);
+        let small = size_class::is_small(layout.size(), layout.align());
         if small {
-            checks::check_live(ptr, layout.size(), old_align);
+            checks::check_live(ptr, layout.size(), layout.align());
             // The slot's own class, from its chunk header: the layout's class, unless an earlier
             // realloc shrank the block in place (`size_class::stays`).
             // SAFETY: ptr is a live small block (caller's contract; checked with `hardened`), so
             // its chunk header is mapped, and its class does not change while the block lives.
             let c = unsafe { (*chunk::of(ptr)).class } as usize;
-            if size_class::stays(
-                c,
-                new_size,
-                block_align(new_size, layout.align()),
-                ptr as usize,
-            ) {
+            if size_class::stays(c, new_size, layout.align(), ptr as usize) {
                 // The block stays in its slot (its chunk counts it), with its new requested size.
                 // SAFETY: ptr is a live small block (caller's contract).
                 unsafe { heap::resized(ptr, layout.size(), new_size) };
@@ -228,7 +186,7 @@ impl PoolAlloc {
         } else {
             checks::on_large_free(ptr, true);
         }
-        let new_small = size_class::is_small(new_size, block_align(new_size, layout.align()));
+        let new_small = size_class::is_small(new_size, layout.align());
         match (small, new_small) {
             (false, false) => {
                 // Forgotten before the system frees it (its address may then be handed out again).
@@ -261,8 +219,7 @@ impl PoolAlloc {
 /// blocks.
 #[inline]
 pub fn usable_size(layout: Layout) -> usize {
-    let l = block_layout(layout);
-    match class_of(l.size(), l.align()) {
+    match class_of(layout.size(), layout.align()) {
         Some(c) => size_class::size_of(c),
         None => layout.size(),
     }
