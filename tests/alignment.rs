@@ -117,3 +117,33 @@ fn impossible_layouts_return_null() {
         assert!(unsafe { GLOBAL.alloc(l) }.is_null());
     }
 }
+
+/// On musl every block of 16 bytes or more is 16-aligned whatever alignment it asked for, as
+/// musl's own malloc gives (Rust's musl unwinder reads std's 8-aligned exception object with
+/// 16-byte moves): through the common fast path, with every way a block is made (alloc,
+/// alloc_zeroed, realloc up and down). Elsewhere only the alignment asked for is promised.
+#[test]
+fn musl_blocks_of_16_bytes_or_more_are_16_aligned() {
+    if !cfg!(target_env = "musl") {
+        return;
+    }
+    for size in sizes().into_iter().filter(|&s| (16..=64 << 10).contains(&s)) {
+        for align in [1, 8] {
+            let l = Layout::from_size_align(size, align).unwrap();
+            // SAFETY: a valid, non-zero layout; each block is freed with it (or the realloc's).
+            unsafe {
+                let p = GLOBAL.alloc(l);
+                assert_eq!(p as usize % 16, 0, "alloc of {size} B, align {align}");
+                let z = GLOBAL.alloc_zeroed(l);
+                assert_eq!(z as usize % 16, 0, "alloc_zeroed of {size} B, align {align}");
+                let r = GLOBAL.realloc(p, l, size * 2);
+                assert_eq!(r as usize % 16, 0, "realloc of {size} B to {}", size * 2);
+                let half = (size / 2).max(16);
+                let s = GLOBAL.realloc(r, Layout::from_size_align(size * 2, align).unwrap(), half);
+                assert_eq!(s as usize % 16, 0, "realloc of {} B to {half}", size * 2);
+                GLOBAL.dealloc(s, Layout::from_size_align(half, align).unwrap());
+                GLOBAL.dealloc(z, l);
+            }
+        }
+    }
+}

@@ -11,8 +11,8 @@ static P: poolalloc::PoolAlloc = poolalloc::PoolAlloc::new();
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn class_index(size: usize) -> usize {
-    // On musl a block of 16 bytes or more is 16-aligned, as malloc's are (src/api/global.rs
-    // `block_layout`): its size rounds up to a multiple of 16 before the class is chosen.
+    // On musl a block of 16 bytes or more is 16-aligned, as malloc's are (src/base/size_class.rs
+    // `SIXTEEN_FROM_16`): its size rounds up to a multiple of 16 before the class is chosen.
     let size = if cfg!(target_env = "musl") && size >= 16 {
         size.next_multiple_of(16)
     } else {
