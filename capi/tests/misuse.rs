@@ -1,9 +1,12 @@
 //! The hardened C library against a catalogue of heap misuse (`tests/c/misuse.c`: double and
 //! invalid frees, writes after free, overflows and underflows by one byte and by a megabyte,
-//! zero-size access, at 8 B, 4 KiB and 256 KiB). Each case runs in a process of its own under
+//! underflows by 1 and 32 bytes of a process's first block of a size (a store, or memcpy), a freed
+//! block reused at once for a smaller one, zero-size access, at 8 B, 4 KiB and 256 KiB). Each case
+//! runs in a process of its own under
 //! `libpoolalloc_c.so` built with `--features hardened-full` (every check), and, for comparison, under glibc alone and
 //! Debian's jemalloc and mimalloc where installed. A case is *caught* when the process dies of a
-//! signal (an abort naming the problem, or a fault) instead of going on.
+//! signal (an abort naming the problem, or a fault) instead of going on, or (`reuse_downsize`) when
+//! the smaller block is not put where the freed one was.
 //!
 //! Asserted: every case in [`CLAIMED`] is caught by the hardened library with an abort whose
 //! message names the problem (or, for the cases the table says, a fault), and the hardened library
@@ -33,8 +36,11 @@ enum Claim {
     /// Either: a corrupted free-list link is caught when it is taken, unless the bytes changed
     /// make it a link to a slot of the same chunk, in which case what follows faults.
     AbortOrFault(&'static str),
+    /// The freed block's address is not handed out again at once for a smaller block (the case
+    /// exits with 4 and says "not reused").
+    NotReused,
 }
-use Claim::{Abort, AbortOrFault, Fault};
+use Claim::{Abort, AbortOrFault, Fault, NotReused};
 
 /// The cases the hardened library promises to catch.
 const CLAIMED: &[(&str, Claim)] = &[
@@ -86,6 +92,22 @@ const CLAIMED: &[(&str, Claim)] = &[
     // One byte below an 8-byte block is the last byte of the previous (free) slot's link.
     ("underflow_1_8", AbortOrFault("corrupted free list")),
     ("underflow_1_256k", Abort("heap underflow")),
+    // The process's first block of a size is the first slot of the first chunk of a region of
+    // chunks, which has an inaccessible guard of 2 MiB below it (hardened, 64-bit): a write up to
+    // a megabyte below it faults, whether a store or memcpy makes it.
+    ("lone_underflow_1_8", Fault),
+    ("lone_underflow_1_4k", Fault),
+    ("lone_underflow_1_256k", Abort("heap underflow")),
+    ("lone_underflow_32_8", Fault),
+    ("lone_underflow_32_4k", Fault),
+    ("lone_memcpy_underflow_1_8", Fault),
+    ("lone_memcpy_underflow_1_4k", Fault),
+    ("lone_memcpy_underflow_32_8", Fault),
+    ("lone_memcpy_underflow_32_4k", Fault),
+    ("lone_underflow_1m_8", Fault),
+    ("lone_underflow_1m_4k", Fault),
+    // A span cut from a larger freed one for a smaller block is its last part (hardened).
+    ("reuse_downsize_256k", NotReused),
     // A zero-size block lies in address space that faults on any access.
     ("zero_size_read", Fault),
     ("zero_size_write", Fault),
@@ -143,13 +165,15 @@ enum Outcome {
     Caught(i32, String),
     /// Went on to the end.
     Survived,
+    /// `reuse_downsize` found the smaller block elsewhere (exit 4, "not reused").
+    NotReused,
     /// Exited otherwise (a status, or a time-out): counted as not caught.
     Other(String),
 }
 
 impl Outcome {
     fn caught(&self) -> bool {
-        matches!(self, Outcome::Caught(..))
+        matches!(self, Outcome::Caught(..) | Outcome::NotReused)
     }
 
     fn cell(&self) -> String {
@@ -169,6 +193,7 @@ impl Outcome {
                 }
             }
             Outcome::Survived => "—".to_string(),
+            Outcome::NotReused => "not reused".to_string(),
             Outcome::Other(s) => s.clone(),
         }
     }
@@ -207,6 +232,7 @@ fn run_case(exe: &Path, case: &str, preload: Option<&Path>) -> Outcome {
         Some(s) => match s.signal() {
             Some(sig) => Outcome::Caught(sig, stderr.lines().next().unwrap_or("").to_string()),
             None if s.code() == Some(0) && stdout.contains("survived") => Outcome::Survived,
+            None if s.code() == Some(4) && stdout.contains("not reused") => Outcome::NotReused,
             None => Outcome::Other(format!("exit {:?}", s.code())),
         },
     }
@@ -359,6 +385,7 @@ fn hardened_library_catches_the_misuse_catalogue() {
                 Abort(what) => named(what),
                 Fault => fault,
                 AbortOrFault(what) => named(what) || fault,
+                NotReused => matches!(o, Outcome::NotReused),
             }
         };
         let mut misses: Vec<Outcome> = Vec::new();

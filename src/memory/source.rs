@@ -66,6 +66,19 @@ const UNIT: usize = UNIT_CHUNKS * CHUNK_SIZE;
 /// Every chunk of a unit free.
 const ALL: u8 = (((1u16 << UNIT_CHUNKS) - 1) & 0xff) as u8;
 const _: () = assert!(UNIT_CHUNKS <= 8 && (REGION_CHUNKS * CHUNK_SIZE) % UNIT == 0);
+/// With `hardened` on 64-bit targets where regions hold 16 chunks: address space made inaccessible
+/// just below each region (mapped with it, unmapped with its first unit), so that a write below
+/// the region's first chunk faults, up to 2 MiB below, where it would otherwise land in whatever
+/// the OS mapped there (the address map, another region): the underflow of a program's first block
+/// of a size, by a store or `memcpy`, or a megabyte below it (issue 41). No memory, no instruction
+/// on the allocation path: one `mprotect` per region and a mapping of its own. Not on 32-bit
+/// targets, whose address space is too small to give a third of it to guards.
+const GUARD: usize =
+    if cfg!(feature = "hardened") && cfg!(target_pointer_width = "64") && REGION_CHUNKS == 16 {
+        UNIT
+    } else {
+        0
+    };
 /// Whole free units (purged) kept mapped for reuse, 256 MiB of address space; beyond, a unit that
 /// becomes free is unmapped.
 const FREE_UNITS_MAX: usize = 1024 / UNIT_CHUNKS;
@@ -105,6 +118,8 @@ struct Unit {
     huge: bool,
     /// A chunk of it was purged alone since it was last purged whole (its huge page was split).
     split: bool,
+    /// The first unit of a region with a [`GUARD`] below it, unmapped with the unit.
+    guard: bool,
 }
 
 struct Regions {
@@ -154,9 +169,10 @@ impl Regions {
             .binary_search_by(|u| (u.base as usize).cmp(&key))
     }
 
-    /// Records the units of a fresh region `[m, m + len)`, all chunks free; false when the table
-    /// cannot grow (the OS has no memory).
-    fn insert(&mut self, m: *mut u8, len: usize, huge: bool) -> bool {
+    /// Records the units of a fresh region `[m, m + len)`, all chunks free, `guard`ed below (its
+    /// first unit then owns the [`GUARD`] bytes below `m`); false when the table cannot grow (the
+    /// OS has no memory).
+    fn insert(&mut self, m: *mut u8, len: usize, huge: bool, guard: bool) -> bool {
         let k = len / UNIT;
         if self.n + k > self.cap {
             let cap = (self.cap * 2).max(4096).max(self.n + k);
@@ -190,6 +206,7 @@ impl Regions {
                     dirty: 0,
                     huge,
                     split: false,
+                    guard: guard && i == 0,
                 });
             }
         }
@@ -303,6 +320,10 @@ impl Regions {
             } else {
                 os::unmap_part(u.base, UNIT)
             }
+            if u.guard {
+                // Its guard, part of the same mapping, which nothing uses.
+                os::unmap_part(u.base.sub(GUARD), GUARD)
+            }
             ptr::copy(self.units.add(i + 1), self.units.add(i), self.n - i - 1);
         }
         self.n -= 1;
@@ -364,21 +385,41 @@ fn map_region(r: &mut Regions, len: usize) -> *mut u8 {
                 MAPPED.load(Ordering::Relaxed) >= m.saturating_mul((1 << 20) / CHUNK_SIZE)
             }
         };
-    let m = os::map_aligned(len, UNIT);
-    if m.is_null() {
-        return m;
+    let g = os::map_aligned(len + GUARD, UNIT);
+    if g.is_null() {
+        return g;
     }
+    // SAFETY: [g, g + GUARD) is the start of our own fresh mapping, UNIT-aligned, unused. Where the
+    // OS refuses (too many mappings), it goes and the region goes unguarded.
+    let guard = GUARD != 0
+        && unsafe {
+            os::guard(g, GUARD) || {
+                os::unmap_part(g, GUARD);
+                false
+            }
+        };
+    // SAFETY: the region is the rest of the mapping.
+    let m = unsafe { g.add(GUARD) };
+    // The whole of what is still mapped, guard included, on the failures below.
+    let unmap_all = || {
+        // SAFETY: our own fresh mapping, unknown to anyone.
+        unsafe {
+            if guard {
+                os::unmap(g, len + GUARD)
+            } else {
+                os::unmap(m, len)
+            }
+        }
+    };
     // SAFETY: our own fresh mapping, HUGE-aligned and a multiple of it (when huge).
     let huge = huge && unsafe { os::advise_huge(m, len) };
     if !addr_map::set(Kind::Chunk, m, len, true) {
-        // SAFETY: our own fresh mapping, unknown to anyone.
-        unsafe { os::unmap(m, len) };
+        unmap_all();
         return ptr::null_mut();
     }
-    if !r.insert(m, len, huge) {
+    if !r.insert(m, len, huge, guard) {
         addr_map::set(Kind::Chunk, m, len, false);
-        // SAFETY: as above: nobody has seen it yet.
-        unsafe { os::unmap(m, len) };
+        unmap_all();
         return ptr::null_mut();
     }
     hardened::init_link_keys();
@@ -840,7 +881,7 @@ mod tests {
         let m = os::map_aligned(len, UNIT);
         assert!(!m.is_null());
         let mut r = local();
-        assert!(r.insert(m, len, true));
+        assert!(r.insert(m, len, true, false));
         assert_eq!((r.n, r.nfree), (2, 2));
         // Nine chunks: the first unit fills before the second is touched.
         let mut held: [*mut u8; 9] = [ptr::null_mut(); 9];
@@ -910,7 +951,7 @@ mod tests {
         let m = os::map_aligned(len, UNIT);
         assert!(!m.is_null());
         let mut r = local();
-        assert!(r.insert(m, len, false));
+        assert!(r.insert(m, len, false, false));
         let p = r.take();
         assert!(!r.is_huge(p));
         // SAFETY: a chunk of ours that nobody refers to; purged first, as `purge` does.

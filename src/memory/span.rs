@@ -501,10 +501,16 @@ pub(crate) mod tests {
         let waiting = w.wrapping_sub(offset(16));
         let (p, fresh) = alloc(200_000, 16);
         assert!(!fresh);
+        // With `hardened`, a granule into it: w's address is not p's (span_cache's SKIP).
+        let hardened = cfg!(feature = "hardened");
         assert_eq!(
             p.wrapping_sub(offset(16)),
-            waiting,
+            waiting.wrapping_add(if hardened { CHUNK_SIZE } else { 0 }),
             "cut from the waiting span"
+        );
+        assert!(
+            !hardened || p != w,
+            "hardened: w's address not handed out again"
         );
         // SAFETY: p holds 200 000 bytes; each resize keeps the first 200 000 (then 600 000).
         unsafe {
@@ -514,6 +520,17 @@ pub(crate) mod tests {
             let (q, u) = resize(p, 600_000);
             assert_eq!(q, p, "grown into the rest of the waiting span, in place");
             assert!(u >= 600_000);
+            if hardened {
+                // The granule skipped, and the last one, wait; the rest of the test places
+                // blocks at the start of waiting spans.
+                assert_eq!(cache::waiting(), (2, 2 << 18));
+                assert!((0..200_000).all(|i| *q.add(i) == (i % 251) as u8));
+                assert!(free(q, true).is_some());
+                assert!(free(a, true).is_some());
+                expire(os::now_ms(), 0);
+                assert_eq!(cache::waiting().0, 0);
+                return;
+            }
             assert_eq!(cache::waiting(), (1, 2 << 18));
             ptr::write_bytes(q.add(200_000), 3, 400_000);
             // a's span (3.25 MiB, 2 MiB-aligned) waits; a block of 2 MiB and more takes its

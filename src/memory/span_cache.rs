@@ -10,6 +10,11 @@
 //! cannot unmap part of a mapping (Windows releases whole reservations only: `os::PARTIAL_UNMAP`
 //! is false) nothing is cut or joined: a request takes a whole waiting span of nearly its size.
 //!
+//! With `hardened` a request cut from a waiting span longer than it starts a granule into it
+//! ([`SKIP`]): a freed block's address is not the next smaller block's, so a dangling pointer to it
+//! reaches a piece that still waits (read-only with `hardened-full`), not a live block of another
+//! use; the rest after the block still waits, so it can grow in place as before.
+//!
 //! What waits is bounded twice: in bytes, by a budget that follows the live spans' bytes (at
 //! least `MIN_BYTES`, so a small program keeps a few spans; a big one as much as it has live, so
 //! a server cycling large buffers keeps its working set), the spans that waited longest going
@@ -18,6 +23,7 @@
 
 use crate::base::lock::Lock;
 use crate::chunks::addr_map::{self, Kind};
+use crate::chunks::chunk::CHUNK_SIZE;
 use crate::{checks::hardened, os};
 use core::mem::MaybeUninit;
 use core::ptr;
@@ -31,6 +37,14 @@ const ENTRIES: usize = 128;
 const MIN_BYTES: usize = 16 << 20;
 /// Bytes that may wait, at most, however much is live.
 const MAX_BYTES: usize = 1 << 30;
+
+/// Where a request is cut from a waiting span that holds it and a granule more: that far into the
+/// span (`hardened`, where spans are cut at all), else at its start.
+const SKIP: usize = if cfg!(feature = "hardened") && os::PARTIAL_UNMAP {
+    CHUNK_SIZE
+} else {
+    0
+};
 
 /// The bytes of live spans (their whole lengths): the budget follows them.
 static LIVE: AtomicUsize = AtomicUsize::new(0);
@@ -203,8 +217,10 @@ impl Cache {
 }
 
 /// `len` bytes at a multiple of `align` from the smallest waiting span that holds them (the rest
-/// of it waits on), with their length and origin; None when none holds them. Where nothing can be
-/// cut, a whole waiting span based at a multiple of `align`, of `len` to `len + len / 4` bytes.
+/// of it waits on), its first such bytes (with [`SKIP`]: the first such a granule or more into
+/// it, where it is long enough), with their length and origin; None when none holds them. Where
+/// nothing can be cut, a whole waiting span based at a multiple of `align`, of `len` to
+/// `len + len / 4` bytes.
 pub fn take(len: usize, align: usize) -> Option<(*mut u8, usize, usize)> {
     let mut out = Out::new();
     let got = {
@@ -212,7 +228,12 @@ pub fn take(len: usize, align: usize) -> Option<(*mut u8, usize, usize)> {
         let mut best: Option<(usize, usize)> = None;
         for i in 0..c.n {
             let s = c.entries[i];
-            let at = (s.base as usize).next_multiple_of(align);
+            let skipped = (s.base as usize + SKIP).next_multiple_of(align);
+            let at = if SKIP != 0 && skipped.checked_add(len).is_some_and(|e| e <= s.end()) {
+                skipped
+            } else {
+                (s.base as usize).next_multiple_of(align)
+            };
             let holds = if os::PARTIAL_UNMAP {
                 at.checked_add(len).is_some_and(|e| e <= s.end())
             } else {

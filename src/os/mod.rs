@@ -332,6 +332,25 @@ pub unsafe fn protect(p: *mut u8, size: usize, writable: bool) -> bool {
     unsafe { imp::protect(p, size, writable) }
 }
 
+/// Makes `[p, p + size)` inaccessible (any access faults) for good; false, changing nothing, where
+/// the OS refuses or cannot (every port but Unix: the guard below a region of chunks, `hardened`,
+/// is made only where regions are, see `memory::source`).
+///
+/// # Safety
+/// The range lies inside one mapping made by this module and is page aligned; nothing in it is
+/// used, now or later.
+#[cfg_attr(not(feature = "hardened"), allow(dead_code))]
+pub unsafe fn guard(p: *mut u8, size: usize) -> bool {
+    #[cfg(poolalloc_port = "unix")]
+    // SAFETY: forwarded contract.
+    return unsafe { imp::guard(p, size) };
+    #[cfg(not(poolalloc_port = "unix"))]
+    {
+        let _ = (p, size);
+        false
+    }
+}
+
 /// True when `p` is certainly not heap memory: in the calling thread's stack above its current
 /// frame, or inside the image (code, data, bss) of a loaded object other than the dynamic loader
 /// (whose early allocator hands blocks out of its own bss). False when unsure, and on systems

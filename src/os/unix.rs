@@ -255,6 +255,13 @@ pub unsafe fn protect(p: *mut u8, size: usize, writable: bool) -> bool {
     unsafe { libc::mprotect(p.cast(), size, prot) == 0 }
 }
 
+/// # Safety
+/// See `os::guard`.
+pub unsafe fn guard(p: *mut u8, size: usize) -> bool {
+    // SAFETY: the range is inside one of our mappings, page aligned, unused (caller).
+    unsafe { libc::mprotect(p.cast(), size, libc::PROT_NONE) == 0 }
+}
+
 /// See `os::is_stack_or_image`.
 #[cfg(target_os = "linux")]
 pub fn is_stack_or_image(p: *const u8) -> bool {

@@ -5,11 +5,15 @@
 // problem, or a signal).
 //
 // Written for poolalloc's tests from the list of misuse kinds (double and invalid frees, writes
-// after free, overflows and underflows by one byte and by a megabyte, zero-size access), at three
+// after free, overflows and underflows by one byte and by a megabyte, underflows by 1 and 32 bytes
+// of a lone block, plain and through memcpy, a freed block reused for a smaller one, zero-size
+// access), at three
 // sizes: 8 B (the smallest class), 4 KiB (a mid class) and 256 KiB (a large block).
 //
 // The heap around the victim is a common one: eight blocks of the size, every other one freed, so
-// that the victim's neighbours are free blocks waiting on the allocator's lists.
+// that the victim's neighbours are free blocks waiting on the allocator's lists; except in the
+// "lone" cases, where the victim is the first block of its size the process allocates, and in
+// reuse_downsize (a freed block's address handed out again at once for a smaller block).
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -151,6 +155,57 @@ static void underflow_1m(void) {
   char *p = setup();
   ((volatile char *)launder(p))[-(1 << 20)] = 'U';
 }
+// The "lone" cases: the victim is the process's first block of its size (no setup, so nothing of
+// the size was allocated before it), as in a small program that allocates once and writes below
+// the block, by a plain store or through memcpy (which copies the block's size from 1 or 32 bytes
+// before its start: the bytes below it and all but the last 1 or 32 of the block itself).
+static char copy_src[256 * 1024];
+static char *lone(void) {
+  char *p = malloc(n);
+  if (!p) {
+    printf("malloc failed\n");
+    exit(2);
+  }
+  memset(p, 'l', n);
+  return launder(p);
+}
+static void lone_underflow_1(void) {
+  char *p = lone();
+  ((volatile char *)p)[-1] ^= 'U';
+  free(p);
+}
+static void lone_underflow_32(void) {
+  char *p = lone();
+  ((volatile char *)p)[-32] ^= 'U';
+  free(p);
+}
+static void lone_memcpy_underflow_1(void) {
+  char *p = lone();
+  memcpy(launder(p - 1), copy_src, n);
+}
+static void lone_memcpy_underflow_32(void) {
+  char *p = lone();
+  memcpy(launder(p - 32), copy_src, n);
+}
+static void lone_underflow_1m(void) {
+  char *p = lone();
+  ((volatile char *)p)[-(1 << 20)] ^= 'U';
+  free(p);
+}
+// A freed block reused at once for a smaller one: a dangling pointer to the freed block would
+// then reach the new one. Reported as an exit of 4 with "not reused" when the smaller block lies
+// elsewhere (what the Rust test counts as caught), else the program goes on.
+static void reuse_downsize(void) {
+  char *p = lone();
+  free(p);
+  char *q = malloc(n / 2);
+  if (q != p) {
+    printf("not reused\n");
+    fflush(stdout);
+    exit(4);
+  }
+  free(q);
+}
 static void zero_size_read(void) {
   setup();
   volatile char *p = launder(malloc(0));
@@ -205,6 +260,12 @@ static const struct kind KINDS[] = {
     {"overflow_1m", overflow_1m, 1},
     {"underflow_1", underflow_1, 1},
     {"underflow_1m", underflow_1m, 1},
+    {"lone_underflow_1", lone_underflow_1, 1},
+    {"lone_underflow_32", lone_underflow_32, 1},
+    {"lone_memcpy_underflow_1", lone_memcpy_underflow_1, 1},
+    {"lone_memcpy_underflow_32", lone_memcpy_underflow_32, 1},
+    {"lone_underflow_1m", lone_underflow_1m, 1},
+    {"reuse_downsize", reuse_downsize, 1},
     {"zero_size_read", zero_size_read, 0},
     {"zero_size_write", zero_size_write, 0},
     {"zero_size_legal", zero_size_legal, 0},
