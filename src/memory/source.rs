@@ -264,8 +264,9 @@ impl Regions {
             self.dirty += 1;
             return;
         }
-        // Purged from here on: this chunk (unless it was), and the unit's dirty ones.
-        PURGED.fetch_add(usize::from(!purged) + was_dirty, Ordering::Relaxed);
+        // Purged from here on: this chunk (by the caller already, or with its unit below), and
+        // the unit's dirty ones. Counted here, once, whoever purged it.
+        PURGED.fetch_add(1 + was_dirty, Ordering::Relaxed);
         self.dirty -= was_dirty;
         if free == ALL && self.nfree >= FREE_UNITS_MAX {
             // SAFETY: every chunk of the unit is free: nobody refers to any of them.
