@@ -79,13 +79,24 @@ fn base_align(align: usize, len: usize) -> usize {
     if len >= HUGE { a.max(HUGE) } else { a }
 }
 
-/// The span length for `size` bytes at alignment `align`: whole granules; None on overflow.
+/// The longest span: whole granules up to `isize::MAX` bytes, the most one allocation may be (Rust
+/// and `Layout` require it, and mmap takes no more). Nothing lower: on a 32-bit target a request of
+/// 1–2 GiB is one the system allocator would serve, and so is its span where the OS has room.
+const MAX_SPAN: usize = isize::MAX as usize & !(CHUNK_SIZE - 1);
+
+/// The span length for `size` bytes at alignment `align`: whole granules; None past [`MAX_SPAN`].
 #[inline]
 fn span_len(size: usize, align: usize) -> Option<usize> {
-    let need = size.checked_add(offset(align))?;
+    span_len_at(size, offset(align))
+}
+
+/// The span length for a block of `size` bytes at offset `off` in its span: whole granules; None
+/// past [`MAX_SPAN`].
+#[inline]
+fn span_len_at(size: usize, off: usize) -> Option<usize> {
+    let need = size.checked_add(off)?;
     let len = need.checked_add(CHUNK_SIZE - 1)? & !(CHUNK_SIZE - 1);
-    // Keep every length a valid isize, as Rust and mmap want.
-    (len <= isize::MAX as usize / 2).then_some(len)
+    (len <= MAX_SPAN).then_some(len)
 }
 
 /// A block of at least `size` bytes aligned to `align` (a power of two), and whether its memory is
@@ -250,12 +261,7 @@ pub unsafe fn resize(p: *mut u8, new_size: usize, may_wait: bool) -> (*mut u8, u
     // SAFETY: p is live (caller).
     let (base, len, origin) = unsafe { ((*h).base, (*h).len, (*h).origin) };
     let off = p as usize - base as usize;
-    let Some(new_len) = new_size
-        .checked_add(off)
-        .and_then(|n| n.checked_add(CHUNK_SIZE - 1))
-        .map(|n| n & !(CHUNK_SIZE - 1))
-        .filter(|&n| n <= isize::MAX as usize / 2)
-    else {
+    let Some(new_len) = span_len_at(new_size, off) else {
         return (ptr::null_mut(), 0);
     };
     // SAFETY: p is live (caller).
@@ -593,6 +599,27 @@ pub(crate) mod tests {
         }
         assert_eq!(cache::waiting().0, 0, "without a purger nothing big waits");
         assert_eq!(addr_map::kind_of(r), Kind::Foreign);
+    }
+
+    /// Spans are refused for their length only past what an allocation may be (`isize::MAX`, the
+    /// bound `Layout` and the system allocator keep): a request of three quarters of it, which on
+    /// a 32-bit target is 1.5 GiB, gets its span (issue 41: capped at half, a 1–2 GiB request
+    /// that `System` would serve was refused there).
+    #[test]
+    fn span_lengths_are_capped_where_an_allocation_must_end() {
+        let (max, g) = (isize::MAX as usize, CHUNK_SIZE);
+        let big = max / 4 * 3;
+        assert_eq!(
+            span_len(big, 16),
+            Some((big + HEADER).next_multiple_of(g))
+        );
+        // The largest: whole granules up to isize::MAX, and for a block at offset 1 MiB too.
+        assert_eq!(span_len(max - 2 * g, 16), Some(max - g + 1));
+        assert_eq!(span_len(max - 2 * g, 1 << 20), None);
+        assert_eq!(span_len(max - g - (1 << 20) - 100, 1 << 20), Some(max - g + 1));
+        // Past it, or overflowing: refused.
+        assert_eq!(span_len(max - g / 2, 16), None);
+        assert_eq!(span_len(usize::MAX - 10, 16), None);
     }
 
     /// What a resize gives up (the tail a shrink cuts off, the span a block moves out of) waits
