@@ -609,14 +609,14 @@ pub(crate) mod tests {
     fn span_lengths_are_capped_where_an_allocation_must_end() {
         let (max, g) = (isize::MAX as usize, CHUNK_SIZE);
         let big = max / 4 * 3;
-        assert_eq!(
-            span_len(big, 16),
-            Some((big + HEADER).next_multiple_of(g))
-        );
+        assert_eq!(span_len(big, 16), Some((big + HEADER).next_multiple_of(g)));
         // The largest: whole granules up to isize::MAX, and for a block at offset 1 MiB too.
         assert_eq!(span_len(max - 2 * g, 16), Some(max - g + 1));
         assert_eq!(span_len(max - 2 * g, 1 << 20), None);
-        assert_eq!(span_len(max - g - (1 << 20) - 100, 1 << 20), Some(max - g + 1));
+        assert_eq!(
+            span_len(max - g - (1 << 20) - 100, 1 << 20),
+            Some(max - g + 1)
+        );
         // Past it, or overflowing: refused.
         assert_eq!(span_len(max - g / 2, 16), None);
         assert_eq!(span_len(usize::MAX - 10, 16), None);
