@@ -3,7 +3,7 @@
 //! `LargeBlocks::Spans` is in force (`large.rs`).
 //!
 //! ```text
-//! base (aligned to max(CHUNK_SIZE, align), 2 MiB for spans of 2 MiB and more)
+//! base (aligned to max(CHUNK_SIZE, align), and to the huge page for spans of one and more)
 //! │ … │ header (64 B) │ block: p = base + max(64, align) … │ end = base + len (whole granules)
 //! ```
 //!
@@ -33,8 +33,6 @@ use core::ptr;
 
 /// Bytes of the header before each block.
 pub const HEADER: usize = 64;
-/// Spans of this size and more are aligned for transparent huge pages.
-const HUGE: usize = 2 << 20;
 /// Freed spans up to this size wait for reuse even where no purger runs to unmap them later;
 /// larger requests that no waiting span holds grow the largest one waiting instead of mapping.
 const SMALL_SPAN: usize = 4 << 20;
@@ -75,8 +73,15 @@ fn offset(align: usize) -> usize {
 /// The alignment of a span's base for a block of `align` and a span of `len` bytes.
 #[inline]
 fn base_align(align: usize, len: usize) -> usize {
+    base_align_for(align, len, os::huge_page_size())
+}
+
+/// [`base_align`] where a transparent huge page is `huge` bytes: a span of one and more starts at
+/// a multiple of it, so that the kernel can back it with huge pages (THP `always`).
+#[inline]
+fn base_align_for(align: usize, len: usize, huge: usize) -> usize {
     let a = align.max(CHUNK_SIZE);
-    if len >= HUGE { a.max(HUGE) } else { a }
+    if len >= huge { a.max(huge) } else { a }
 }
 
 /// The longest span: whole granules up to `isize::MAX` bytes, the most one allocation may be (Rust
@@ -599,6 +604,21 @@ pub(crate) mod tests {
         }
         assert_eq!(cache::waiting().0, 0, "without a purger nothing big waits");
         assert_eq!(addr_map::kind_of(r), Kind::Foreign);
+    }
+
+    /// Spans of a huge page and more are aligned to the huge page the OS has, not to 2 MiB
+    /// whatever it is (issue 41).
+    #[test]
+    fn spans_align_to_the_huge_page_of_the_os() {
+        let (g, mib) = (CHUNK_SIZE, 1usize << 20);
+        assert_eq!(base_align_for(16, 4 * mib, 2 * mib), 2 * mib);
+        assert_eq!(base_align_for(16, mib, 2 * mib), g);
+        // AArch64 with 64 KiB pages: 512 MiB.
+        assert_eq!(base_align_for(16, 4 * mib, 512 * mib), g);
+        assert_eq!(base_align_for(16, 600 * mib, 512 * mib), 512 * mib);
+        assert_eq!(base_align_for(1 << 30, 4 * mib, 512 * mib), 1 << 30);
+        let h = os::huge_page_size();
+        assert_eq!(base_align(16, h), base_align_for(16, h, h));
     }
 
     /// Spans are refused for their length only past what an allocation may be (`isize::MAX`, the
