@@ -470,9 +470,10 @@ fn take_prefix(s: &Setting, value: &[u8]) {
 }
 
 /// Sets how long an empty chunk (beyond the retained ones) waits before its memory goes back to
-/// the OS, how long a freed span of the C library's waits for reuse, and how long the program
-/// must free no large block before the system allocator (which holds `PoolAlloc`'s large blocks)
-/// is asked to return its free pages (default 250 ms, or `POOLALLOC_PURGE_DELAY_MS`). Zero
+/// the OS, how long a freed span (a large block of the C library's, or of `PoolAlloc`'s where
+/// [`LargeBlocks::Spans`] is in force) waits for reuse, and how long the program must free no
+/// large block before the system allocator (which holds `PoolAlloc`'s other large blocks) is
+/// asked to return its free pages (default 250 ms, or `POOLALLOC_PURGE_DELAY_MS`). Zero
 /// returns chunks and spans the moment they are free and never starts the background purger
 /// thread (nor trims the system allocator). Millisecond resolution; wins over the environment.
 pub fn set_purge_delay(d: Duration) {
@@ -825,14 +826,18 @@ mod tests {
         assert_eq!(parse_bool(b"maybe"), None);
     }
 
+    /// A setter called at run time (`set_purge_delay` & co.) wins over the environment, whichever
+    /// comes first; the environment wins over the default. (Settings fixed in code rank below the
+    /// environment: the next test.)
     #[test]
-    fn code_wins_over_the_environment() {
+    fn a_setter_wins_over_the_environment_whichever_comes_first() {
         let s = scratch(5);
         s.set_from_env(7);
-        assert_eq!(s.value.load(Relaxed), 7);
+        assert_eq!(s.value.load(Relaxed), 7, "the environment over the default");
         s.set(9);
+        assert_eq!(s.value.load(Relaxed), 9, "a setter after the environment");
         s.set_from_env(11);
-        assert_eq!(s.value.load(Relaxed), 9);
+        assert_eq!(s.value.load(Relaxed), 9, "the environment after a setter");
     }
 
     #[test]

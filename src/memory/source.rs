@@ -762,7 +762,8 @@ pub struct Counts {
 // The purger's work (its thread: `purger.rs`).
 
 /// Starts the purger if it is not running yet (thread exit calls this: abandoned chunks need it;
-/// a freed span of the C library too, which waits for reuse only while it runs). Whether it runs.
+/// a span given up too, freed or resized, which waits for reuse above 4 MiB only while it runs).
+/// Whether it runs.
 pub fn ensure_purger() -> bool {
     purger::running(tick)
 }
