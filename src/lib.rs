@@ -51,8 +51,9 @@
 //!   chunk of its class **adopts** it, or the purger gives it back once its slots are freed.
 //! - **chunk source** (`memory/source.rs`): where chunks come from and go when no heap owns them:
 //!   **retained** empty chunks (every empty chunk the source holds for a class, the first
-//!   [`retained_chunks`] of them kept past the purge delay), abandoned chunks, **spares** (purged
-//!   chunks kept mapped) and chunk regions.
+//!   [`retained_chunks`] of them kept past the purge delay), abandoned chunks, and the chunk
+//!   regions, whose 2 MiB **units** hold the chunks no one holds (never handed out, or given back:
+//!   purged, or kept resident inside a huge page), handed out again fullest unit first.
 //! - **purge**: to give a range's pages back to the OS but keep it mapped (`madvise` on Linux); the
 //!   **purger** is the background thread that purges retained chunks after the purge delay, reaps
 //!   abandoned chunks and trims the system allocator.

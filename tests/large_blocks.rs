@@ -1,8 +1,9 @@
-//! The memory promise for large blocks: `PoolAlloc` hands blocks above 64 KiB to the system
-//! allocator, and a second after a program frees them (with no call to the allocator) its RSS is
-//! back within 10% of what it grew by, as for small blocks (`tests/stats.rs`). glibc alone keeps
-//! freed large blocks in its arenas; poolalloc's purger asks it to give their pages back once the
-//! program is quiet.
+//! The memory promise for large blocks: a second after a program frees its blocks above 64 KiB
+//! (with no call to the allocator) its RSS is back within 10% of what it grew by, as for small
+//! blocks (`tests/stats.rs`), wherever the default `LargeBlocks` puts them: spans of our own (x86-64
+//! Linux, musl), which the purger unmaps once they waited the purge delay, or the system
+//! allocator, which glibc alone keeps in its arenas: the purger asks it to give their pages back
+//! once the program is quiet.
 //!
 //! Threads that grow buffers of 16 KiB to 4 MiB by appending and hand some to another thread to
 //! free, like a server's response buffers; the threads stay alive (a pool's workers) while RSS

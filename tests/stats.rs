@@ -382,6 +382,45 @@ fn realloc_in_place_keeps_the_counts_exact() {
     assert_eq!(delta(&s, slot), (0, 0));
 }
 
+/// `chunks_purged` counts every chunk whose pages went back, with the default settings too
+/// (issue 41: a chunk outside a huge-page unit, purged before the source took it back, was never
+/// counted, so the figure stayed 0). A thread fills at least 16 chunks of one class and frees
+/// them all; `trim` then purges every empty chunk, and the count grows by exactly the chunks
+/// that stopped existing (each of them purged, or unmapped with its unit).
+#[test]
+fn chunks_purged_grows_by_the_chunks_given_back() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    poolalloc::trim();
+    let before = poolalloc::stats();
+    let size = 1000;
+    let slot = poolalloc::class_sizes()[class_index(size)];
+    let n = 16 * poolalloc::CHUNK_SIZE / slot;
+    let l = Layout::from_size_align(size, 8).unwrap();
+    let during = std::thread::spawn(move || {
+        // SAFETY: a non-zero layout; every block is freed below with it.
+        unsafe {
+            let blocks: Vec<usize> = (0..n).map(|_| P.alloc(l) as usize).collect();
+            assert!(blocks.iter().all(|&p| p != 0));
+            let during = poolalloc::stats();
+            for p in blocks {
+                P.dealloc(p as *mut u8, l);
+            }
+            during
+        }
+    })
+    .join()
+    .unwrap();
+    poolalloc::trim();
+    let after = poolalloc::stats();
+    let gone = during.chunks - after.chunks;
+    assert!(gone >= 16, "{gone} chunks went: {during:?} then {after:?}");
+    assert_eq!(
+        after.chunks_purged - before.chunks_purged,
+        gone,
+        "chunks purged, for {gone} chunks given back"
+    );
+}
+
 /// The cumulative counters move by what the program did (allocations and frees of a known
 /// number of blocks, on this quiet binary whose global allocator is not ours), never back, and
 /// the JSON rendering carries the same figures as the snapshot.

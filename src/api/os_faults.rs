@@ -23,8 +23,8 @@ fn marked(p: *mut u8, len: usize, tag: usize) -> bool {
 
 #[test]
 fn refused_chunks_give_null_and_keep_every_block() {
-    // The largest class: 7 slots a chunk, so the chunks at hand (the current region, retained
-    // and purged spares) run out after a few thousand blocks at most.
+    // The largest class: 7 slots a chunk, so the chunks at hand (retained ones, the free chunks
+    // of the regions' units) run out after a few thousand blocks at most.
     let l = Layout::from_size_align(crate::MAX_SMALL, 8).unwrap();
     os::fault::fail_maps(usize::MAX);
     let mut blocks = Vec::new();

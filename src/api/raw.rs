@@ -256,8 +256,10 @@ pub unsafe fn realloc(p: *mut u8, new_size: usize, align: usize) -> *mut u8 {
             if class_of(new_size, align).is_none() {
                 // Stays large: resize the span (moves pages, never copies).
                 checks::on_free(p);
+                // What the resize gives up waits as a freed span does (see `free_large`).
+                let may_wait = source::ensure_purger();
                 // SAFETY: a live span block; the span keeps the alignment its block had.
-                let (q, now) = unsafe { span::resize(p, new_size) };
+                let (q, now) = unsafe { span::resize(p, new_size, may_wait) };
                 if !q.is_null() {
                     heap::count_large(false, usable);
                     heap::count_large(true, now);

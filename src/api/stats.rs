@@ -103,7 +103,8 @@ pub struct Stats {
     pub requested_known: bool,
     /// Bytes of the cached slots (see [`ClassStats::cached_slots`]).
     pub cached_bytes: usize,
-    /// Large blocks (served by the system allocator) currently live.
+    /// Large blocks currently live (spans or the system allocator's, as
+    /// [`LargeBlocks`](crate::LargeBlocks) says where each came from).
     pub large_blocks: usize,
     /// Bytes requested by the live large blocks.
     pub large_bytes: usize,
@@ -128,7 +129,7 @@ pub struct Stats {
     /// `allocations` (slot sizes, not requested sizes), plus the requested bytes of large blocks.
     pub allocated_bytes: usize,
     /// The most bytes held in chunks at once since start (`chunks × CHUNK_SIZE` at its peak,
-    /// exact: kept as chunks are taken from the OS or its spares): an upper bound of the peak of
+    /// exact: kept as chunks are taken from the regions or given back): an upper bound of the peak of
     /// small live bytes, at chunk granularity.
     pub peak_reserved_bytes: usize,
     /// Chunks mapped from the OS since start (regions of 16 at a time where they can be).

@@ -246,8 +246,9 @@ table! {
         rust "`set_huge_pages(HugePages)`, `huge_pages()`, `Settings::huge_pages`",
         "Linux: new 4 MiB regions of chunks ask for transparent huge pages (`MADV_HUGEPAGE`; \
          nothing where THP is `never`): `on` every region, `N` those mapped once N MiB of chunks \
-         were, `off` none. Chunks fill the fullest 2 MiB unit first and an emptied unit goes back \
-         whole; `Stats::huge_page_bytes` counts the chunk memory in huge pages. Far fewer faults \
+         were, `off` none; nothing where a huge page is larger than a 2 MiB unit (AArch64 with \
+         16 or 64 KiB pages). Chunks fill the fullest 2 MiB unit first and an emptied unit goes \
+         back whole; `Stats::huge_page_bytes` counts the chunk memory in huge pages. Far fewer faults \
          for large heaps, nothing for small programs with `32`, but 1.5–1.9× the CPU time where a \
          large heap is freed and rebuilt on the measuring VM (fresh huge pages are zeroed, and \
          there mostly faulted in by the host): off by default; figures: \
@@ -374,10 +375,12 @@ impl LargeBlocks {
 }
 
 /// When the chunk source asks the OS for transparent huge pages for a new 4 MiB region of chunks
-/// (Linux `MADV_HUGEPAGE`, where `/sys/kernel/mm/transparent_hugepage/enabled` is not `never`;
-/// elsewhere the setting changes nothing). A huge page is faulted in at once, 2 MiB in one trap
-/// instead of 512, so a growing heap takes a fraction of the page faults, at a price: a 2 MiB
-/// page is resident as soon as one of its eight chunks is touched, and the kernel zeroes it whole.
+/// (Linux `MADV_HUGEPAGE`, where `/sys/kernel/mm/transparent_hugepage/enabled` is not `never` and
+/// a huge page fits a 2 MiB unit of chunks: x86-64, AArch64 with 4 KiB pages; elsewhere, AArch64
+/// with 16 or 64 KiB pages among them, whose huge pages are 32 or 512 MiB, the setting changes
+/// nothing). A huge page is faulted in at once, 2 MiB in one trap instead of 512, so a growing
+/// heap takes a fraction of the page faults, at a price: a 2 MiB page is resident as soon as one
+/// of its eight chunks is touched, and the kernel zeroes it whole.
 ///
 /// The chunk source keeps huge pages whole (`memory/source.rs`): a new chunk comes from the
 /// fullest 2 MiB unit with a free chunk, a chunk given back inside a partly used huge unit keeps
@@ -467,9 +470,10 @@ fn take_prefix(s: &Setting, value: &[u8]) {
 }
 
 /// Sets how long an empty chunk (beyond the retained ones) waits before its memory goes back to
-/// the OS, how long a freed span of the C library's waits for reuse, and how long the program
-/// must free no large block before the system allocator (which holds `PoolAlloc`'s large blocks)
-/// is asked to return its free pages (default 250 ms, or `POOLALLOC_PURGE_DELAY_MS`). Zero
+/// the OS, how long a freed span (a large block of the C library's, or of `PoolAlloc`'s where
+/// [`LargeBlocks::Spans`] is in force) waits for reuse, and how long the program must free no
+/// large block before the system allocator (which holds `PoolAlloc`'s other large blocks) is
+/// asked to return its free pages (default 250 ms, or `POOLALLOC_PURGE_DELAY_MS`). Zero
 /// returns chunks and spans the moment they are free and never starts the background purger
 /// thread (nor trims the system allocator). Millisecond resolution; wins over the environment.
 pub fn set_purge_delay(d: Duration) {
@@ -822,14 +826,18 @@ mod tests {
         assert_eq!(parse_bool(b"maybe"), None);
     }
 
+    /// A setter called at run time (`set_purge_delay` & co.) wins over the environment, whichever
+    /// comes first; the environment wins over the default. (Settings fixed in code rank below the
+    /// environment: the next test.)
     #[test]
-    fn code_wins_over_the_environment() {
+    fn a_setter_wins_over_the_environment_whichever_comes_first() {
         let s = scratch(5);
         s.set_from_env(7);
-        assert_eq!(s.value.load(Relaxed), 7);
+        assert_eq!(s.value.load(Relaxed), 7, "the environment over the default");
         s.set(9);
+        assert_eq!(s.value.load(Relaxed), 9, "a setter after the environment");
         s.set_from_env(11);
-        assert_eq!(s.value.load(Relaxed), 9);
+        assert_eq!(s.value.load(Relaxed), 9, "the environment after a setter");
     }
 
     #[test]

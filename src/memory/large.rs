@@ -140,8 +140,10 @@ unsafe fn span_realloc(p: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
     if unsafe { span::stays(p, new_size) } {
         return p;
     }
+    // What the resize gives up waits as a freed span does (see `span_free`).
+    let may_wait = source::ensure_purger();
     // SAFETY: as above; the span keeps the offset, so the alignment, its block had.
-    let (q, _) = unsafe { span::resize(p, new_size) };
+    let (q, _) = unsafe { span::resize(p, new_size, may_wait) };
     if !q.is_null() {
         return q;
     }

@@ -1,4 +1,4 @@
-//! Where memory comes from and goes: chunks (`source`: fresh regions, spares, retained empty and
+//! Where memory comes from and goes: chunks (`source`: regions in 2 MiB units, retained empty and
 //! abandoned chunks, the purger's work), spans (`span`: a mapping, or a piece of one, per large
 //! block; `span_cache`: the freed ones waiting for reuse) and large blocks (`large`: the system allocator or spans).
 //!

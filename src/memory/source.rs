@@ -1,12 +1,13 @@
 //! Where chunks come from and where they go when no heap owns them.
 //!
 //! - **Regions and units**: chunks are carved from 4 MiB regions mapped at once (one mmap per 16
-//!   chunks), 2 MiB-aligned, each two *units* of 8 chunks, one huge page each (where a region is
-//!   one chunk, the unit is that chunk). A new chunk comes from the fullest unit that has a free
-//!   one (TCMalloc Temeraire's filler), so free chunks gather and whole units empty. A chunk given
+//!   chunks), 2 MiB-aligned, each two *units* of 8 chunks, 2 MiB (where a region is one chunk,
+//!   the unit is that chunk). A new chunk comes from the fullest unit that has a free one
+//!   (TCMalloc Temeraire's filler), so free chunks gather and whole units empty. A chunk given
 //!   back (purged) stays mapped in its unit. Regions mapped once the process has mapped the
-//!   [`HugePages`](crate::HugePages) threshold of chunks are advised for transparent huge pages;
-//!   in such a unit a chunk given back keeps its pages (*dirty*, reused first) while another chunk
+//!   [`HugePages`](crate::HugePages) threshold of chunks are advised for transparent huge pages
+//!   where a unit holds whole ones (a unit is one on x86-64 and on AArch64 with 4 KiB pages; with
+//!   16 or 64 KiB pages a huge page is 32 or 512 MiB and nothing is advised); in such a unit a chunk given back keeps its pages (*dirty*, reused first) while another chunk
 //!   of the unit is held, and the unit goes back whole, one purge of 2 MiB, when its last chunk
 //!   does (as mimalloc v3 purges). The bound on dirty chunks: the larger of 8 MiB and an eighth
 //!   of the chunks that exist; above it for longer than the purge delay, the purger purges them
@@ -53,15 +54,13 @@ const REGION_CHUNKS: usize = if os::PARTIAL_UNMAP && os::RETURNS_MEMORY {
 } else {
     1
 };
-/// A huge page (x86-64 and AArch64 with 4 KiB pages: 2 MiB).
-const HUGE: usize = 2 << 20;
-/// Chunks per *unit*, the span of chunks the source places and gives back together: a huge page
-/// (8 chunks) where regions hold 16, else the chunk itself.
-const UNIT_CHUNKS: usize = if REGION_CHUNKS == 16 {
-    HUGE / CHUNK_SIZE
-} else {
-    1
-};
+/// Chunks per *unit*, the span of chunks the source places and gives back together: 8 (2 MiB)
+/// where regions hold 16, else the chunk itself. Fixed, not the OS's huge page (a unit's chunks
+/// are the bits of a `u8`): 2 MiB is a transparent huge page on x86-64 and on AArch64 with 4 KiB
+/// pages, and units are advised for huge pages only where they hold whole ones
+/// ([`units_hold_huge_pages`]); where a huge page is larger (AArch64 with 16 or 64 KiB pages: 32
+/// or 512 MiB) a unit is only where the filler places chunks and gives them back.
+const UNIT_CHUNKS: usize = if REGION_CHUNKS == 16 { 8 } else { 1 };
 const UNIT: usize = UNIT_CHUNKS * CHUNK_SIZE;
 /// Every chunk of a unit free.
 const ALL: u8 = (((1u16 << UNIT_CHUNKS) - 1) & 0xff) as u8;
@@ -281,8 +280,9 @@ impl Regions {
             self.dirty += 1;
             return;
         }
-        // Purged from here on: this chunk (unless it was), and the unit's dirty ones.
-        PURGED.fetch_add(usize::from(!purged) + was_dirty, Ordering::Relaxed);
+        // Purged from here on: this chunk (by the caller already, or with its unit below), and
+        // the unit's dirty ones. Counted here, once, whoever purged it.
+        PURGED.fetch_add(1 + was_dirty, Ordering::Relaxed);
         self.dirty -= was_dirty;
         if free == ALL && self.nfree >= FREE_UNITS_MAX {
             // SAFETY: every chunk of the unit is free: nobody refers to any of them.
@@ -369,6 +369,12 @@ impl Regions {
     }
 }
 
+/// Whether a unit holds whole huge pages of `huge` bytes, so that advising it can get it huge pages
+/// and purging it whole gives them back whole.
+fn units_hold_huge_pages(huge: usize) -> bool {
+    UNIT % huge == 0
+}
+
 /// The bound on dirty chunks (see [`DIRTY_MIN_CHUNKS`]).
 fn dirty_bound() -> usize {
     DIRTY_MIN_CHUNKS.max(HELD.load(Ordering::Relaxed) / DIRTY_SHARE)
@@ -377,14 +383,14 @@ fn dirty_bound() -> usize {
 /// Maps a region of `len` bytes of chunks (UNIT-aligned), marks them ours in the address map and
 /// records its units; null when the OS has no memory.
 fn map_region(r: &mut Regions, len: usize) -> *mut u8 {
-    let huge = len % HUGE == 0
-        && match settings::huge_pages() {
-            settings::HugePages::Off => false,
-            // In chunks, without overflow (MAPPED counts since start; 32-bit usize is small).
-            settings::HugePages::PastMiB(m) => {
-                MAPPED.load(Ordering::Relaxed) >= m.saturating_mul((1 << 20) / CHUNK_SIZE)
-            }
-        };
+    // The setting first: with huge pages off (the default) the OS is not asked their size.
+    let huge = match settings::huge_pages() {
+        settings::HugePages::Off => false,
+        // In chunks, without overflow (MAPPED counts since start; 32-bit usize is small).
+        settings::HugePages::PastMiB(m) => {
+            MAPPED.load(Ordering::Relaxed) >= m.saturating_mul((1 << 20) / CHUNK_SIZE)
+        }
+    } && units_hold_huge_pages(os::huge_page_size());
     let g = os::map_aligned(len + GUARD, UNIT);
     if g.is_null() {
         return g;
@@ -411,7 +417,7 @@ fn map_region(r: &mut Regions, len: usize) -> *mut u8 {
             }
         }
     };
-    // SAFETY: our own fresh mapping, HUGE-aligned and a multiple of it (when huge).
+    // SAFETY: our own fresh mapping, of whole units, UNIT-aligned: whole huge pages (when huge).
     let huge = huge && unsafe { os::advise_huge(m, len) };
     if !addr_map::set(Kind::Chunk, m, len, true) {
         unmap_all();
@@ -797,7 +803,8 @@ pub struct Counts {
 // The purger's work (its thread: `purger.rs`).
 
 /// Starts the purger if it is not running yet (thread exit calls this: abandoned chunks need it;
-/// a freed span of the C library too, which waits for reuse only while it runs). Whether it runs.
+/// a span given up too, freed or resized, which waits for reuse above 4 MiB only while it runs).
+/// Whether it runs.
 pub fn ensure_purger() -> bool {
     purger::running(tick)
 }
@@ -938,6 +945,18 @@ mod tests {
             os::unmap(r.units.cast(), r.cap * size_of::<Unit>());
             os::unmap(m, len);
         }
+    }
+
+    /// Units are advised for huge pages only where they hold whole ones: the 2 MiB page of x86-64
+    /// and 4 KiB-page AArch64 (or a smaller one), not the 32 or 512 MiB of 16 or 64 KiB-page
+    /// AArch64 (issue 41: a 2 MiB constant stood for the huge page).
+    #[test]
+    fn units_are_advised_only_where_they_hold_whole_huge_pages() {
+        let whole_units = UNIT_CHUNKS == 8;
+        assert_eq!(units_hold_huge_pages(2 << 20), whole_units);
+        assert_eq!(units_hold_huge_pages(1 << 20), whole_units);
+        assert!(!units_hold_huge_pages(32 << 20));
+        assert!(!units_hold_huge_pages(512 << 20));
     }
 
     /// Chunks of a unit not advised for huge pages come back purged (by the caller) and never wait.

@@ -3,7 +3,7 @@
 //! `LargeBlocks::Spans` is in force (`large.rs`).
 //!
 //! ```text
-//! base (aligned to max(CHUNK_SIZE, align), 2 MiB for spans of 2 MiB and more)
+//! base (aligned to max(CHUNK_SIZE, align), and to the huge page for spans of one and more)
 //! │ … │ header (64 B) │ block: p = base + max(64, align) … │ end = base + len (whole granules)
 //! ```
 //!
@@ -19,9 +19,11 @@
 //! after it in place, and a program that cycles blocks of 5 to 25 MB does not fault in fresh
 //! pages for each (a request no waiting span holds grows the largest one by a remap). The
 //! purger unmaps spans that waited longer than the purge delay (so RSS falls within a second of
-//! going idle), and `trim` unmaps all of them; with a delay of zero, or no purger, nothing above
-//! 4 MiB waits. Growing a span moves its pages where the OS can (`mremap` on Linux: no copy, in
-//! place when the address space after it is free) and copies the block elsewhere.
+//! going idle), and `trim` unmaps all of them. What waits, whether a block was freed or a resize
+//! gave it up (a shrink's tail, the span a block moved out of), follows one rule, [`give_up`]'s:
+//! with a delay of zero, or no purger, nothing above 4 MiB waits. Growing a span moves its pages
+//! where the OS can (`mremap` on Linux: no copy, in place when the address space after it is
+//! free) and copies the block elsewhere.
 
 use crate::chunks::addr_map::{self, Kind};
 use crate::chunks::chunk::CHUNK_SIZE;
@@ -31,8 +33,6 @@ use core::ptr;
 
 /// Bytes of the header before each block.
 pub const HEADER: usize = 64;
-/// Spans of this size and more are aligned for transparent huge pages.
-const HUGE: usize = 2 << 20;
 /// Freed spans up to this size wait for reuse even where no purger runs to unmap them later;
 /// larger requests that no waiting span holds grow the largest one waiting instead of mapping.
 const SMALL_SPAN: usize = 4 << 20;
@@ -73,17 +73,35 @@ fn offset(align: usize) -> usize {
 /// The alignment of a span's base for a block of `align` and a span of `len` bytes.
 #[inline]
 fn base_align(align: usize, len: usize) -> usize {
-    let a = align.max(CHUNK_SIZE);
-    if len >= HUGE { a.max(HUGE) } else { a }
+    base_align_for(align, len, os::huge_page_size())
 }
 
-/// The span length for `size` bytes at alignment `align`: whole granules; None on overflow.
+/// [`base_align`] where a transparent huge page is `huge` bytes: a span of one and more starts at
+/// a multiple of it, so that the kernel can back it with huge pages (THP `always`).
+#[inline]
+fn base_align_for(align: usize, len: usize, huge: usize) -> usize {
+    let a = align.max(CHUNK_SIZE);
+    if len >= huge { a.max(huge) } else { a }
+}
+
+/// The longest span: whole granules up to `isize::MAX` bytes, the most one allocation may be (Rust
+/// and `Layout` require it, and mmap takes no more). Nothing lower: on a 32-bit target a request of
+/// 1–2 GiB is one the system allocator would serve, and so is its span where the OS has room.
+const MAX_SPAN: usize = isize::MAX as usize & !(CHUNK_SIZE - 1);
+
+/// The span length for `size` bytes at alignment `align`: whole granules; None past [`MAX_SPAN`].
 #[inline]
 fn span_len(size: usize, align: usize) -> Option<usize> {
-    let need = size.checked_add(offset(align))?;
+    span_len_at(size, offset(align))
+}
+
+/// The span length for a block of `size` bytes at offset `off` in its span: whole granules; None
+/// past [`MAX_SPAN`].
+#[inline]
+fn span_len_at(size: usize, off: usize) -> Option<usize> {
+    let need = size.checked_add(off)?;
     let len = need.checked_add(CHUNK_SIZE - 1)? & !(CHUNK_SIZE - 1);
-    // Keep every length a valid isize, as Rust and mmap want.
-    (len <= isize::MAX as usize / 2).then_some(len)
+    (len <= MAX_SPAN).then_some(len)
 }
 
 /// A block of at least `size` bytes aligned to `align` (a power of two), and whether its memory is
@@ -204,9 +222,21 @@ pub unsafe fn stays(p: *mut u8, new_size: usize) -> bool {
     new_size <= usable && new_size >= usable / 2
 }
 
+/// Gives up the span (or piece of one) `[base, base + len)` of mapping `origin`, whatever gave it
+/// up (a free, a shrink's tail, the span a block moved out of): the one rule for what waits for
+/// reuse. `may_wait`: the purger runs (the caller asked `source::ensure_purger`), so it will be
+/// unmapped after the purge delay: any span may wait. Else only one of up to `SMALL_SPAN` does,
+/// and a bigger one is unmapped at once. (The cache's budget may unmap it or older ones anyway.)
+///
+/// # Safety
+/// The span is ours, whole granules, unused, and out of every header.
+unsafe fn give_up(base: *mut u8, len: usize, origin: usize, may_wait: bool) {
+    // SAFETY: forwarded.
+    unsafe { cache::put(base, len, origin, may_wait, SMALL_SPAN) };
+}
+
 /// Frees the span block `p`. Returns its usable size (for the statistics), or None when `p` is not
-/// a live span block (nothing is done then). `may_wait`: the purger runs, so a big span may wait
-/// in the cache (it will be unmapped after the purge delay); else only a small one does.
+/// a live span block (nothing is done then). `may_wait`: whether the purger runs ([`give_up`]).
 ///
 /// # Safety
 /// `p` must be in a granule the map marks as a span; if it is a live block, nobody uses it after.
@@ -220,27 +250,23 @@ pub unsafe fn free(p: *mut u8, may_wait: bool) -> Option<usize> {
     };
     live_change(0, len);
     // SAFETY: the span is ours and nobody refers to it any more.
-    unsafe { cache::put(base, len, origin, may_wait, SMALL_SPAN) };
+    unsafe { give_up(base, len, origin, may_wait) };
     Some(usable)
 }
 
 /// Resizes the live span block `p` to hold `new_size` bytes, keeping its contents and alignment
 /// (its offset in the span keeps it): in place, by moving its pages, or not at all (null: `p` is untouched).
-/// Returns the block (maybe moved) and its new usable size.
+/// Returns the block (maybe moved) and its new usable size. What it gives up (a shrink's tail, the
+/// span it moves out of) waits as a freed span does: `may_wait` as for [`free`].
 ///
 /// # Safety
 /// `p` must be a live block from [`alloc`].
-pub unsafe fn resize(p: *mut u8, new_size: usize) -> (*mut u8, usize) {
+pub unsafe fn resize(p: *mut u8, new_size: usize, may_wait: bool) -> (*mut u8, usize) {
     let h = p.wrapping_sub(HEADER).cast::<Header>();
     // SAFETY: p is live (caller).
     let (base, len, origin) = unsafe { ((*h).base, (*h).len, (*h).origin) };
     let off = p as usize - base as usize;
-    let Some(new_len) = new_size
-        .checked_add(off)
-        .and_then(|n| n.checked_add(CHUNK_SIZE - 1))
-        .map(|n| n & !(CHUNK_SIZE - 1))
-        .filter(|&n| n <= isize::MAX as usize / 2)
-    else {
+    let Some(new_len) = span_len_at(new_size, off) else {
         return (ptr::null_mut(), 0);
     };
     // SAFETY: p is live (caller).
@@ -255,9 +281,9 @@ pub unsafe fn resize(p: *mut u8, new_size: usize) -> (*mut u8, usize) {
         return (p, u);
     }
     if new_len < len {
-        // Shrink: the tail waits for reuse as a freed span does (its pages are resident), or
-        // goes back to the OS when it is big and no purger runs; where the OS cannot unmap part
-        // of a mapping, its memory goes back and its address space stays the span's.
+        // Shrink: the tail is given up as a freed span is ([`give_up`]: its pages are resident);
+        // where the OS cannot unmap part of a mapping, its memory goes back at once and its
+        // address space stays the span's.
         // SAFETY: [base + new_len, base + len) is the span's own tail, whole granules, unused
         // after the shrink (new_size fits below it); the header stops covering it first.
         unsafe {
@@ -266,7 +292,7 @@ pub unsafe fn resize(p: *mut u8, new_size: usize) -> (*mut u8, usize) {
             set_usable(h, p, usable_for(new_size, off, new_len));
             live_change(0, len - new_len);
             if os::PARTIAL_UNMAP {
-                cache::put(tail, len - new_len, origin, false, SMALL_SPAN);
+                give_up(tail, len - new_len, origin, may_wait);
             } else {
                 addr_map::set(Kind::Span, tail, len - new_len, false);
                 os::unmap_part(tail, len - new_len);
@@ -307,7 +333,7 @@ pub unsafe fn resize(p: *mut u8, new_size: usize) -> (*mut u8, usize) {
             write_header(q, dst, dst_len, u, dst_origin);
             (*h).magic = 0;
             live_change(dst_len, len);
-            cache::put(base, len, origin, false, SMALL_SPAN);
+            give_up(base, len, origin, may_wait);
             return (q, u);
         }
     }
@@ -370,13 +396,15 @@ pub unsafe fn resize(p: *mut u8, new_size: usize) -> (*mut u8, usize) {
 /// A block of `size` bytes at `align` (a span above `SMALL_SPAN`, based at a multiple of
 /// `balign`) made from the largest waiting span, grown to hold it by `resize` (a remap
 /// where the OS has one: its resident pages come along, only those past it fault). So one span
-/// serves a loop of blocks of growing sizes. None when none waits or growing failed.
+/// serves a loop of blocks of growing sizes. None when none waits or growing failed. A span above
+/// `SMALL_SPAN` waited only because the purger runs (it never stops once started), so what this
+/// gives up may wait too ([`give_up`]'s `may_wait`).
 fn grow_largest(size: usize, align: usize, balign: usize) -> Option<*mut u8> {
     let (base, slen, origin) = cache::take_largest(SMALL_SPAN)?;
     let off = offset(align);
     if base as usize % balign != 0 || slen < off + HEADER {
         // SAFETY: taken off the cache: ours, whole, unused; back it goes.
-        unsafe { cache::put(base, slen, origin, true, SMALL_SPAN) };
+        unsafe { give_up(base, slen, origin, true) };
         return None;
     }
     // SAFETY: the span is ours and unused; the block's offset and header lie inside it (checked
@@ -389,7 +417,7 @@ fn grow_largest(size: usize, align: usize, balign: usize) -> Option<*mut u8> {
     };
     live_change(slen, 0);
     // SAFETY: p is now a live block of a span made by `alloc`.
-    let (q, _) = unsafe { resize(p, size) };
+    let (q, _) = unsafe { resize(p, size, true) };
     if q.is_null() {
         // Could not grow it: give it back and map a fresh one.
         // SAFETY: p is the live block just made, given up (a failed resize changes nothing).
@@ -517,7 +545,7 @@ pub(crate) mod tests {
             for i in 0..200_000 {
                 *p.add(i) = (i % 251) as u8;
             }
-            let (q, u) = resize(p, 600_000);
+            let (q, u) = resize(p, 600_000, true);
             assert_eq!(q, p, "grown into the rest of the waiting span, in place");
             assert!(u >= 600_000);
             if hardened {
@@ -536,7 +564,7 @@ pub(crate) mod tests {
             // a's span (3.25 MiB, 2 MiB-aligned) waits; a block of 2 MiB and more takes its
             // front: copied there, the old span joining its waiting tail.
             assert!(free(a, true).is_some());
-            let (r, u) = resize(q, 2 << 20);
+            let (r, u) = resize(q, 2 << 20, true);
             assert_eq!(r, a, "moved into the waiting span that holds it");
             assert!(u >= 2 << 20);
             assert!(!is_block(q));
@@ -544,7 +572,7 @@ pub(crate) mod tests {
             assert!((200_000..600_000).all(|i| *r.add(i) == 3));
             // Waiting: w's whole span again, and a's 1 MiB tail.
             assert_eq!(cache::waiting(), (2, (5 << 18) + (1 << 20)));
-            let (s, _) = resize(r, 100_000);
+            let (s, _) = resize(r, 100_000, true);
             assert_eq!(s, r, "a shrink stays");
             assert!((0..100_000).all(|i| *s.add(i) == (i % 251) as u8));
             assert_eq!(
@@ -595,6 +623,93 @@ pub(crate) mod tests {
         assert_eq!(addr_map::kind_of(r), Kind::Foreign);
     }
 
+    /// Spans of a huge page and more are aligned to the huge page the OS has, not to 2 MiB
+    /// whatever it is (issue 41).
+    #[test]
+    fn spans_align_to_the_huge_page_of_the_os() {
+        let (g, mib) = (CHUNK_SIZE, 1usize << 20);
+        assert_eq!(base_align_for(16, 4 * mib, 2 * mib), 2 * mib);
+        assert_eq!(base_align_for(16, mib, 2 * mib), g);
+        // AArch64 with 64 KiB pages: 512 MiB.
+        assert_eq!(base_align_for(16, 4 * mib, 512 * mib), g);
+        assert_eq!(base_align_for(16, 600 * mib, 512 * mib), 512 * mib);
+        assert_eq!(base_align_for(1 << 30, 4 * mib, 512 * mib), 1 << 30);
+        let h = os::huge_page_size();
+        assert_eq!(base_align(16, h), base_align_for(16, h, h));
+    }
+
+    /// Spans are refused for their length only past what an allocation may be (`isize::MAX`, the
+    /// bound `Layout` and the system allocator keep): a request of three quarters of it, which on
+    /// a 32-bit target is 1.5 GiB, gets its span (issue 41: capped at half, a 1–2 GiB request
+    /// that `System` would serve was refused there).
+    #[test]
+    fn span_lengths_are_capped_where_an_allocation_must_end() {
+        let (max, g) = (isize::MAX as usize, CHUNK_SIZE);
+        let big = max / 4 * 3;
+        assert_eq!(span_len(big, 16), Some((big + HEADER).next_multiple_of(g)));
+        // The largest: whole granules up to isize::MAX, and for a block at offset 1 MiB too.
+        assert_eq!(span_len(max - 2 * g, 16), Some(max - g + 1));
+        assert_eq!(span_len(max - 2 * g, 1 << 20), None);
+        assert_eq!(
+            span_len(max - g - (1 << 20) - 100, 1 << 20),
+            Some(max - g + 1)
+        );
+        // Past it, or overflowing: refused.
+        assert_eq!(span_len(max - g / 2, 16), None);
+        assert_eq!(span_len(usize::MAX - 10, 16), None);
+    }
+
+    /// What a resize gives up (the tail a shrink cuts off, the span a block moves out of) waits
+    /// for reuse as a freed span does: a big one too while the purger runs (issue 41: both were
+    /// unmapped at once above `SMALL_SPAN`).
+    #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "Miri cannot unmap part of a mapping (os::map_aligned trims)"
+    )]
+    fn what_a_resize_gives_up_waits_as_a_freed_span_does() {
+        if !os::PARTIAL_UNMAP {
+            return; // a tail's memory goes back at once there (its address space stays the span's)
+        }
+        let _turn = turn();
+        expire(os::now_ms(), 0);
+        let g = CHUNK_SIZE;
+        // A shrink from 20 MiB to 1 MiB: its 19 MiB tail waits.
+        let (p, _) = alloc(20 << 20, 16);
+        // SAFETY: p is live; each result is the live block from then on.
+        unsafe {
+            let (q, _) = resize(p, 1 << 20, true);
+            assert_eq!(q, p, "a shrink stays in place");
+            assert_eq!(cache::waiting(), (1, (20 << 20) + g - ((1 << 20) + g)));
+            assert!(free(q, true).is_some());
+        }
+        expire(os::now_ms(), 0);
+        // A move: an 8 MiB block grows to 16 MiB into a waiting 20 MiB span (its front, copied);
+        // the 8 MiB span it leaves waits beside the 4 MiB rest of the other.
+        let (a, _) = alloc(8 << 20, 16);
+        let (b, _) = alloc(20 << 20, 16);
+        // SAFETY: a and b are live; b is freed once and waits (the purger "runs").
+        unsafe {
+            assert!(free(b, true).is_some());
+            let (c, _) = resize(a, 16 << 20, true);
+            assert_eq!(c, b, "moved into the waiting span");
+            assert_eq!(cache::waiting(), (2, (4 << 20) + (8 << 20) + g));
+            assert!(free(c, true).is_some());
+        }
+        expire(os::now_ms(), 0);
+        // Without a purger a big tail goes back at once, as a big freed span does.
+        let (p, _) = alloc(20 << 20, 16);
+        // SAFETY: p is live; the result is the live block from then on.
+        unsafe {
+            let (q, _) = resize(p, 1 << 20, false);
+            assert_eq!(q, p);
+            assert_eq!(cache::waiting().0, 0);
+            assert!(free(q, false).is_some());
+        }
+        assert_eq!(cache::waiting().0, 1, "a small span waits all the same");
+        expire(os::now_ms(), 0);
+    }
+
     #[test]
     #[cfg_attr(miri, ignore = "Miri has no mremap, nor partial munmap")]
     fn resizing_keeps_contents() {
@@ -604,11 +719,11 @@ pub(crate) mod tests {
         unsafe { ptr::write_bytes(p, 3, 40_000) };
         // SAFETY: p is live; each result is the live block from then on.
         unsafe {
-            let (q, u) = resize(p, 3 << 20);
+            let (q, u) = resize(p, 3 << 20, true);
             assert!(!q.is_null() && u >= 3 << 20);
             assert_eq!(*q.add(39_999), 3);
             ptr::write_bytes(q, 5, u);
-            let (r, u) = resize(q, 50_000);
+            let (r, u) = resize(q, 50_000, true);
             assert_eq!(r, q, "a shrink stays in place");
             assert!((50_000..3 << 20).contains(&u));
             assert_eq!(*r.add(49_999), 5);

@@ -81,13 +81,19 @@ struct Waiting {
     len: usize,
     /// The mapping it is part of ([`new_origin`]).
     origin: usize,
-    /// When it was freed ([`os::now_ms`]).
+    /// When it was freed ([`os::now_ms`]). The clock wraps (every 49.7 days): times are compared
+    /// only as ages, `now.wrapping_sub(at)` ([`Waiting::age`]), never as they read.
     at: u32,
 }
 
 impl Waiting {
     fn end(&self) -> usize {
         self.base as usize + self.len
+    }
+
+    /// How long it has waited at `now`, across a wrap of the clock too.
+    fn age(&self, now: u32) -> u32 {
+        now.wrapping_sub(self.at)
     }
 }
 
@@ -159,10 +165,10 @@ impl Cache {
         s
     }
 
-    /// Adds `s`, joined with the waiting pieces of its mapping it touches, first moving the
-    /// spans that waited longest to `out` until it fits within `ENTRIES` and `max_bytes`; `s`
-    /// itself goes to `out` when it alone is larger.
-    fn insert(&mut self, mut s: Waiting, max_bytes: usize, out: &mut Out) {
+    /// Adds `s`, joined with the waiting pieces of its mapping it touches (the joined span keeps
+    /// the newest time), first moving the spans that waited longest at `now` to `out` until it
+    /// fits within `ENTRIES` and `max_bytes`; `s` itself goes to `out` when it alone is larger.
+    fn insert(&mut self, mut s: Waiting, max_bytes: usize, now: u32, out: &mut Out) {
         let mut i = 0;
         while i < self.n {
             let e = self.entries[i];
@@ -173,7 +179,9 @@ impl Cache {
                 self.remove(i);
                 s.base = s.base.min(e.base);
                 s.len += e.len;
-                s.at = s.at.max(e.at);
+                if e.age(now) < s.age(now) {
+                    s.at = e.at;
+                }
                 i = 0;
             } else {
                 i += 1;
@@ -184,7 +192,7 @@ impl Cache {
         }
         while self.n == ENTRIES || self.n > 0 && self.bytes + s.len > max_bytes {
             let oldest = (0..self.n)
-                .min_by_key(|&i| self.entries[i].at)
+                .max_by_key(|&i| self.entries[i].age(now))
                 .expect("a full cache holds a span");
             out.push(self.remove(oldest));
         }
@@ -194,11 +202,13 @@ impl Cache {
     }
 
     /// Cuts `[at, at + len)` out of waiting span `s` (taken off already): what lies before and
-    /// after it waits on.
+    /// after it waits on, with `s`'s time.
     fn cut(&mut self, s: Waiting, at: usize, len: usize, out: &mut Out) {
+        // Only to choose which span leaves if the cache is full (a piece of `s` joins nothing).
+        let now = os::now_ms();
         let front = at - s.base as usize;
         if front > 0 {
-            self.insert(Waiting { len: front, ..s }, usize::MAX, out);
+            self.insert(Waiting { len: front, ..s }, usize::MAX, now, out);
         }
         let back = s.end() - (at + len);
         if back > 0 {
@@ -210,6 +220,7 @@ impl Cache {
                     ..s
                 },
                 usize::MAX,
+                now,
                 out,
             );
         }
@@ -324,7 +335,7 @@ pub unsafe fn put(base: *mut u8, len: usize, origin: usize, may_wait: bool, smal
         // Read-only while it waits (hardened-full): a write after free faults. Before it is
         // visible to other threads, so none takes it and finds it protected afterwards.
         hardened::on_span_cached(base, len);
-        CACHE.lock().insert(s, budget(len), &mut out);
+        CACHE.lock().insert(s, budget(len), s.at, &mut out);
     }
     out.unmap();
 }
@@ -342,7 +353,7 @@ pub fn expire(now: u32, delay_ms: u32) {
     loop {
         let victim = {
             let mut c = CACHE.lock();
-            let i = (0..c.n).find(|&i| now.wrapping_sub(c.entries[i].at) >= delay_ms);
+            let i = (0..c.n).find(|&i| c.entries[i].age(now) >= delay_ms);
             match i {
                 Some(i) => c.remove(i),
                 None => return,
@@ -370,4 +381,66 @@ pub(crate) fn lock_for_fork() {
 pub(crate) unsafe fn unlock_after_fork() {
     // SAFETY: held by lock_for_fork, guard forgotten.
     unsafe { CACHE.force_unlock() };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn piece(base: usize, len: usize, origin: usize, at: u32) -> Waiting {
+        Waiting {
+            base: base as *mut u8,
+            len,
+            origin,
+            at,
+        }
+    }
+
+    /// The clock (`os::now_ms`, u32 milliseconds) wraps every 49.7 days: a span freed just before
+    /// the wrap waited longer than one freed after it, though its time reads larger. Joined pieces
+    /// keep the newer time, and a full cache lets the one that waited longest go (issue 41: both
+    /// compared the raw times, so across the wrap they kept the older and evicted the newer).
+    #[test]
+    fn ages_are_read_across_the_clock_wrap() {
+        let (before_wrap, after_wrap, now) = (u32::MAX - 999, 500, 1000);
+        let g = 1 << 18;
+        let mut c = Cache {
+            entries: [NONE; ENTRIES],
+            n: 0,
+            bytes: 0,
+        };
+        let mut out = Out::new();
+        if os::PARTIAL_UNMAP {
+            c.insert(piece(64 * g, g, 1, before_wrap), usize::MAX, now, &mut out);
+            c.insert(piece(65 * g, g, 1, after_wrap), usize::MAX, now, &mut out);
+            assert_eq!((c.n, c.entries[0].len), (1, 2 * g), "joined");
+            assert_eq!(c.entries[0].at, after_wrap, "the newer time kept");
+            c.remove(0);
+        }
+        // Full: every entry freed after the wrap but one, freed before it.
+        c.insert(
+            piece(1000 * g, g, 2, before_wrap),
+            usize::MAX,
+            now,
+            &mut out,
+        );
+        for i in 1..ENTRIES {
+            c.insert(
+                piece((1000 + 2 * i) * g, g, 2 + i, after_wrap),
+                usize::MAX,
+                now,
+                &mut out,
+            );
+        }
+        assert_eq!((c.n, out.n), (ENTRIES, 0));
+        c.insert(piece(10 * g, g, 9999, now), usize::MAX, now, &mut out);
+        assert_eq!(out.n, 1);
+        // SAFETY: `spans[..n]` were written by `push`.
+        let gone = unsafe { out.spans[0].assume_init() };
+        assert_eq!(
+            (gone.base as usize, gone.at),
+            (1000 * g, before_wrap),
+            "the span that waited longest goes first"
+        );
+    }
 }

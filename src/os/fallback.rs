@@ -179,6 +179,11 @@ pub fn trim_system_allocator() {}
 /// The system heap keeps its own policy.
 pub fn keep_system_allocator_blocks() {}
 
+/// No transparent huge pages here: `os::huge_page_size` says what the page size implies.
+pub fn huge_page_size() -> Option<usize> {
+    None
+}
+
 /// # Safety
 /// See `os::advise_huge`.
 pub unsafe fn advise_huge(_p: *mut u8, _size: usize) -> bool {

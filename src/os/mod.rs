@@ -46,6 +46,8 @@
 //! - [`protect`]: makes a range read-only or read-write (`hardened`).
 //! - [`grow_in_place`] and [`move_pages`]: an optional remap (Linux's `mremap`); where there is
 //!   none they return `false` and the caller copies.
+//! - [`advise_huge`]: asks for transparent huge pages (Linux); [`huge_page_size`]: their size,
+//!   the kernel's (read once) or what the page size implies.
 //!
 //! Threads and the process:
 //! - [`tls_word!`]: a thread's heap pointer, const-initialised, with no destructor.
@@ -213,6 +215,44 @@ pub fn page_size() -> usize {
     debug_assert!(p.is_power_of_two());
     PAGE_SIZE.store(p, Ordering::Relaxed);
     p
+}
+
+static HUGE_PAGE_SIZE: AtomicUsize = AtomicUsize::new(0);
+
+/// The size of a transparent huge page, read once (a power of two, a multiple of [`page_size`]):
+/// the kernel's where it says (Linux: `/sys/kernel/mm/transparent_hugepage/hpage_pmd_size`), else
+/// what the page size implies ([`huge_page_size_for`]). 2 MiB on x86-64 and on AArch64 with 4 KiB
+/// pages, but 32 MiB and 512 MiB on AArch64 with 16 KiB and 64 KiB pages: nothing may assume one.
+/// A size only: whether huge pages can be had is [`advise_huge`]'s answer.
+pub fn huge_page_size() -> usize {
+    let h = HUGE_PAGE_SIZE.load(Ordering::Relaxed);
+    if h != 0 {
+        return h;
+    }
+    let page = page_size();
+    // Miri, isolated from the file system, would stop at the read: what the page size implies.
+    let told = if cfg!(miri) {
+        None
+    } else {
+        imp::huge_page_size()
+    };
+    let h = told
+        .filter(|&h| h.is_power_of_two() && h >= page)
+        .unwrap_or_else(|| huge_page_size_for(page));
+    HUGE_PAGE_SIZE.store(h, Ordering::Relaxed);
+    h
+}
+
+/// The huge page that pages of `page` bytes imply where the OS does not say: on a 64-bit target
+/// one page of the page table maps `page / 8` pages (8-byte entries), and a huge page is what the
+/// next level's entry maps, `page * page / 8`; on a 32-bit target 2 MiB (x86 with PAE, ARM with
+/// LPAE).
+pub fn huge_page_size_for(page: usize) -> usize {
+    if cfg!(target_pointer_width = "64") {
+        page.saturating_mul(page / 8)
+    } else {
+        2 << 20
+    }
 }
 
 /// `size` bytes of fresh, zeroed, committed read-write memory; null when the OS refuses.
@@ -530,6 +570,26 @@ mod tests {
             b.wrapping_sub(a) >= 10 && b.wrapping_sub(a) < 10_000,
             "{a} -> {b}"
         );
+    }
+
+    /// The huge page is the kernel's where it says (AArch64 with 64 KiB pages: 512 MiB), else
+    /// what the page size implies (issue 41: a 2 MiB constant stood for it).
+    #[test]
+    fn huge_page_size_is_the_kernels_or_what_the_page_size_implies() {
+        let h = huge_page_size();
+        assert!(h.is_power_of_two() && h >= page_size(), "{h}");
+        let kernel = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size")
+            .ok()
+            .and_then(|t| t.trim().parse::<usize>().ok());
+        match kernel {
+            Some(k) if cfg!(target_os = "linux") => assert_eq!(h, k),
+            _ => assert_eq!(h, huge_page_size_for(page_size())),
+        }
+        if cfg!(target_pointer_width = "64") {
+            assert_eq!(huge_page_size_for(4 << 10), 2 << 20);
+            assert_eq!(huge_page_size_for(16 << 10), 32 << 20);
+            assert_eq!(huge_page_size_for(64 << 10), 512 << 20);
+        }
     }
 
     #[test]

@@ -160,25 +160,56 @@ fn thp_allowed() -> bool {
         _ => {}
     }
     let mut buf = [0u8; 64];
-    // SAFETY: a NUL-terminated path; read into a stack buffer of the length given.
-    let n = unsafe {
-        let fd = libc::open(
-            c"/sys/kernel/mm/transparent_hugepage/enabled".as_ptr(),
-            libc::O_RDONLY | libc::O_CLOEXEC,
-        );
-        if fd < 0 {
-            -1
-        } else {
-            let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
-            libc::close(fd);
-            n
-        }
-    };
-    let text = &buf[..n.max(0) as usize];
-    let never = text.windows(7).any(|w| w == b"[never]");
-    let ok = n > 0 && !never;
+    let ok = read_file(c"/sys/kernel/mm/transparent_hugepage/enabled", &mut buf)
+        .is_some_and(|text| !text.windows(7).any(|w| w == b"[never]"));
     STATE.store(if ok { 1 } else { 2 }, Relaxed);
     ok
+}
+
+/// The kernel's transparent huge page size, `hpage_pmd_size` (Linux; read without allocating):
+/// None where it cannot be read, and on the other systems, which have no such pages.
+pub fn huge_page_size() -> Option<usize> {
+    #[cfg(target_os = "linux")]
+    {
+        let mut buf = [0u8; 32];
+        let text = read_file(
+            c"/sys/kernel/mm/transparent_hugepage/hpage_pmd_size",
+            &mut buf,
+        )?;
+        parse_decimal(text.trim_ascii_end())
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
+    }
+}
+
+/// The start of a small file (`/proc`, `/sys`), read into `buf` without allocating: the bytes read,
+/// None when it cannot be opened or read, or is empty.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn read_file<'a>(path: &core::ffi::CStr, buf: &'a mut [u8]) -> Option<&'a [u8]> {
+    // SAFETY: a NUL-terminated path.
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: buf is valid for buf.len() bytes of writes.
+    let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+    // SAFETY: fd is an open descriptor owned here.
+    unsafe { libc::close(fd) };
+    (n > 0).then(|| &buf[..n as usize])
+}
+
+/// A number written in decimal digits, nothing else; None when it is not one or overflows.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn parse_decimal(digits: &[u8]) -> Option<usize> {
+    if digits.is_empty() {
+        return None;
+    }
+    digits.iter().try_fold(0usize, |n, &d| {
+        d.is_ascii_digit().then_some(())?;
+        n.checked_mul(10)?.checked_add(usize::from(d - b'0'))
+    })
 }
 
 /// # Safety
@@ -631,35 +662,10 @@ pub fn rss_bytes() -> Option<usize> {
 #[cfg(any(target_os = "linux", target_os = "android"))]
 fn statm_resident_pages() -> Option<usize> {
     let mut buf = [0u8; 128];
-    // SAFETY: the path is a NUL-terminated literal; the fd is closed on every path below.
-    let fd = unsafe {
-        libc::open(
-            c"/proc/self/statm".as_ptr(),
-            libc::O_RDONLY | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return None;
-    }
-    // SAFETY: buf is valid for buf.len() bytes of writes.
-    let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-    // SAFETY: fd is an open descriptor owned here.
-    unsafe { libc::close(fd) };
-    if n <= 0 {
-        return None;
-    }
     // statm: "size resident shared text lib data dt", in pages.
-    let mut fields = buf[..n as usize].split(|&b| b == b' ');
+    let mut fields = read_file(c"/proc/self/statm", &mut buf)?.split(|&b| b == b' ');
     fields.next()?;
-    let resident = fields.next()?;
-    let mut pages = 0usize;
-    for &d in resident {
-        if !d.is_ascii_digit() {
-            return None;
-        }
-        pages = pages * 10 + (d - b'0') as usize;
-    }
-    Some(pages)
+    parse_decimal(fields.next()?)
 }
 
 /// The descriptor [`write_stderr`] writes to: 2, or its copy made by [`keep_stderr`].

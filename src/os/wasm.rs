@@ -109,6 +109,11 @@ pub unsafe fn purge(p: *mut u8, size: usize) {
     unsafe { ptr::write_bytes(p, 0, size) };
 }
 
+/// No transparent huge pages here: `os::huge_page_size` says what the page size implies.
+pub fn huge_page_size() -> Option<usize> {
+    None
+}
+
 /// # Safety
 /// See `os::advise_huge`.
 pub unsafe fn advise_huge(_p: *mut u8, _size: usize) -> bool {
