@@ -322,6 +322,14 @@ table! {
     PROF_EVERY_S: Kind::Number { max: MAX_PROF_EVERY_S }, default 0,
         rust "`profile::Dumps::every`",
         "N: with `POOLALLOC_PROF`, also write a numbered profile every N seconds; 0: never";
+    PROF_MAX_DUMPS: Kind::Number { max: MAX_PROF_DUMPS }, default 100,
+        rust "`profile::Dumps::max_dumps`",
+        "the most numbered profiles (peak, signal, period) a process writes; past it, one line on \
+         stderr and no more (whoever may signal the process cannot fill its disk)";
+    PROF_MIN_GAP_MS: Kind::Number { max: MAX_DELAY_MS }, default 1000,
+        rust "`profile::Dumps::min_gap`",
+        "the least time in milliseconds between two numbered profiles: one due sooner waits for \
+         it (signals meanwhile make one profile)";
 }
 
 // The bounds of every source ([`Kind::bound`]): beyond them, from the environment, a typo; from
@@ -336,6 +344,8 @@ const MAX_PROF_INTERVAL: usize = 1 << 30;
 const MAX_PROF_EVERY_S: usize = 7 * 86_400;
 /// The largest peak factor (1000, in thousandths).
 const MAX_PROF_PEAK_MILLI: usize = 1_000_000;
+/// The most numbered profiles a process may be set to write.
+const MAX_PROF_DUMPS: usize = 1_000_000;
 /// The largest `POOLALLOC_HUGE_PAGES` threshold (1 TiB).
 const MAX_HUGE_MIB: usize = 1 << 20;
 
@@ -621,23 +631,44 @@ pub(crate) fn prof_dumps() -> (usize, bool, usize) {
     (PROF_PEAK.get(), PROF_SIGNAL.get() != 0, PROF_EVERY_S.get())
 }
 
-/// Sets the profile path prefix and when numbered profiles are written (`profile::dump_on`); wins
-/// over the environment. False (nothing changed) when the prefix does not fit.
+/// The cap on numbered profiles (`POOLALLOC_PROF_MAX_DUMPS`, `POOLALLOC_PROF_MIN_GAP_MS`): (the
+/// most a process writes, the least milliseconds between two).
 #[cfg_attr(not(feature = "profiling"), allow(dead_code))]
-pub(crate) fn set_prof_dumps(
-    prefix: &[u8],
-    peak_milli: usize,
-    signal: bool,
-    every_s: usize,
-) -> bool {
+pub(crate) fn prof_dump_cap() -> (usize, usize) {
+    (PROF_MAX_DUMPS.get(), PROF_MIN_GAP_MS.get())
+}
+
+/// What `profile::dump_on` sets: the profile path prefix, when numbered profiles are written, and
+/// (where `Some`) their cap. Values pass their settings' bounds as every value does.
+#[cfg_attr(not(feature = "profiling"), allow(dead_code))]
+pub(crate) struct ProfDumps<'a> {
+    pub prefix: &'a [u8],
+    pub peak_milli: usize,
+    pub signal: bool,
+    pub every_s: usize,
+    pub max_dumps: Option<usize>,
+    pub min_gap_ms: Option<usize>,
+}
+
+/// Sets [`ProfDumps`] (`profile::dump_on`); wins over the environment. False (nothing changed)
+/// when the prefix does not fit.
+#[cfg_attr(not(feature = "profiling"), allow(dead_code))]
+pub(crate) fn set_prof_dumps(d: &ProfDumps<'_>) -> bool {
+    let prefix = d.prefix;
     if prefix.is_empty() || prefix.len() > PROF_PREFIX_MAX || prefix.contains(&0) {
         return false;
     }
     load();
     keep_prefix(BY_SETTER, prefix);
-    PROF_PEAK.set(peak_milli);
-    PROF_SIGNAL.set(signal as usize);
-    PROF_EVERY_S.set(every_s);
+    PROF_PEAK.set(d.peak_milli);
+    PROF_SIGNAL.set(d.signal as usize);
+    PROF_EVERY_S.set(d.every_s);
+    if let Some(n) = d.max_dumps {
+        PROF_MAX_DUMPS.set(n);
+    }
+    if let Some(ms) = d.min_gap_ms {
+        PROF_MIN_GAP_MS.set(ms);
+    }
     true
 }
 
@@ -978,7 +1009,7 @@ mod tests {
         for (i, s) in ALL.iter().enumerate() {
             assert!(ALL[..i].iter().all(|t| t.name != s.name), "{}", s.name);
         }
-        assert_eq!(ALL.len(), 11);
+        assert_eq!(ALL.len(), 13);
         // The longest warning: an unknown name of 64 bytes and every known name.
         let line = format!(
             "unknown setting POOLALLOC_{} ignored (known: {Known})",
