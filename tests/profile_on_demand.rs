@@ -209,7 +209,11 @@ fn main() {
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(profile::dumps_written(), w + 2, "a profile within the gap");
     wait_for(w + 3, "the profile the gap deferred");
-    assert!(t.elapsed() >= Duration::from_millis(700), "{:?}", t.elapsed());
+    assert!(
+        t.elapsed() >= Duration::from_millis(700),
+        "{:?}",
+        t.elapsed()
+    );
 
     // The most count: one more, then none.
     profile::dump_on(&Dumps {
@@ -225,7 +229,11 @@ fn main() {
     for _ in 0..2 {
         signal(pid);
         std::thread::sleep(Duration::from_millis(300));
-        assert_eq!(profile::dumps_written(), w + 4, "a profile past the most count");
+        assert_eq!(
+            profile::dumps_written(),
+            w + 4,
+            "a profile past the most count"
+        );
     }
     profile::dump_on(&Dumps {
         prefix: prefix.clone(),

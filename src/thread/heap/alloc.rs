@@ -6,7 +6,9 @@ use super::counters::count_here;
 use super::free::{flush_all, retire};
 use super::registry::new_registered_heap;
 use super::{Bin, ThreadHeap, bin, count_supply, current, direct, empty, exited, init_heap};
-use super::{make_current, owner_add, owner_add_bytes, owner_add32, push_avail, set_current, this_heap};
+use super::{
+    make_current, owner_add, owner_add_bytes, owner_add32, push_avail, set_current, this_heap,
+};
 use crate::base::lock::Lock;
 use crate::base::size_class::{self, COMMON_MAX};
 use crate::chunks::chunk::{self, Chunk, FreeSlot, push, unlink};

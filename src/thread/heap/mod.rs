@@ -46,9 +46,9 @@ mod stats;
 mod thread;
 
 pub(crate) use alloc::{alloc, alloc_common, alloc_unsized, resized};
-pub(crate) use counters::{read as read_counter, thread_counters, thread_counts};
 #[cfg(test)]
 pub(crate) use counters::set_thread_counts;
+pub(crate) use counters::{read as read_counter, thread_counters, thread_counts};
 pub(crate) use free::{dealloc, dealloc_unsized};
 pub(crate) use stats::{
     class_totals, count_large, large_alloc, large_alloc_as, large_dealloc, large_dealloc_as,
