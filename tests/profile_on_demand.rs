@@ -1,7 +1,9 @@
 //! Profiles written by the profiler itself (`profile::dump_on`, `POOLALLOC_PROF_*`): at new peaks
 //! of the live bytes, on `SIGUSR2`, every N seconds, each a numbered file that parses as a pprof
-//! profile holding what is live. Runs in `main` (no test harness): one thread allocates, so the
-//! peaks are the test's; the environment's form runs in a child process (this binary again).
+//! profile holding what is live; and their caps (issue 41): a period too long for `Instant`
+//! saturates, a minimum gap and a most count bound them, a name planted ahead is passed over.
+//! Runs in `main` (no test harness): one thread allocates, so the peaks are the test's; the
+//! environment's form runs in a child process (this binary again).
 
 use poolalloc::profile::{self, Config, Dumps};
 use std::path::{Path, PathBuf};
@@ -69,8 +71,49 @@ fn child() {
     drop(keep);
 }
 
+/// The child "plant": started like "env"; puts a file of its own at the first numbered
+/// profile's name and a symbolic link at the second's, as whoever guesses the pid would, then
+/// lives 2.5 s: the profiles pass both over, leave them as they were, and still come.
+fn plant_child() {
+    let prefix = std::env::var("POOLALLOC_PROF").unwrap();
+    let pid = std::process::id();
+    let at = |seq: usize| format!("{prefix}.{pid}.{seq}.pb.gz");
+    std::fs::write(at(1), b"the planter's own file").unwrap();
+    let target = format!("{prefix}.target");
+    std::fs::write(&target, b"not to be written").unwrap();
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(&target, at(2)).unwrap();
+    let mut keep = Vec::new();
+    grow_by(2 * MIB, &mut keep);
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(
+        profile::dumps_written() >= 2,
+        "{} profiles written past the planted names",
+        profile::dumps_written()
+    );
+    assert_eq!(std::fs::read(at(1)).unwrap(), b"the planter's own file");
+    assert_eq!(std::fs::read(&target).unwrap(), b"not to be written");
+    for seq in [3, 4] {
+        let p = pprof::read(Path::new(&at(seq)));
+        assert!(p.total("grow_by", "inuse_space") >= (2 * MIB) as f64 * 0.9);
+    }
+    drop(keep);
+}
+
+/// Sends SIGUSR2 to this process.
+fn signal(pid: u32) {
+    let kill = std::process::Command::new("kill")
+        .args(["-USR2", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+}
+
 fn main() {
-    child::enter(|_| child());
+    child::enter(|case| match case {
+        "plant" => plant_child(),
+        _ => child(),
+    });
     // A fresh folder: profiles of an earlier run must not count.
     let _ = std::fs::remove_dir_all(dir());
     std::fs::create_dir_all(dir()).unwrap();
@@ -121,11 +164,7 @@ fn main() {
         ..Default::default()
     })
     .unwrap();
-    let kill = std::process::Command::new("kill")
-        .args(["-USR2", &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
+    signal(pid);
     wait_for(3, "SIGUSR2");
     let signalled = check(&prefix, pid, 3, live);
 
@@ -139,6 +178,63 @@ fn main() {
     .unwrap();
     wait_for(5, "every second");
     check(&prefix, pid, 5, live);
+
+    // A period too long for `Instant` saturates: the thread lives on, and the signal still
+    // dumps (it panicked on `Instant + Duration`).
+    profile::dump_on(&Dumps {
+        prefix: prefix.clone(),
+        on_signal: true,
+        every: Some(Duration::MAX),
+        min_gap: Some(Duration::ZERO),
+        ..Default::default()
+    })
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(200)); // the thread takes the new period
+    let w = profile::dumps_written();
+    signal(pid);
+    wait_for(w + 1, "SIGUSR2 with a period of Duration::MAX");
+
+    // The minimum gap: a signal within it makes a profile only once it passed.
+    profile::dump_on(&Dumps {
+        prefix: prefix.clone(),
+        on_signal: true,
+        min_gap: Some(Duration::from_secs(1)),
+        ..Default::default()
+    })
+    .unwrap();
+    signal(pid);
+    wait_for(w + 2, "SIGUSR2 with a gap of 1 s");
+    let t = Instant::now();
+    signal(pid);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(profile::dumps_written(), w + 2, "a profile within the gap");
+    wait_for(w + 3, "the profile the gap deferred");
+    assert!(
+        t.elapsed() >= Duration::from_millis(700),
+        "{:?}",
+        t.elapsed()
+    );
+
+    // The most count: one more, then none.
+    profile::dump_on(&Dumps {
+        prefix: prefix.clone(),
+        on_signal: true,
+        min_gap: Some(Duration::ZERO),
+        max_dumps: Some(w + 4),
+        ..Default::default()
+    })
+    .unwrap();
+    signal(pid);
+    wait_for(w + 4, "SIGUSR2 below the most count");
+    for _ in 0..2 {
+        signal(pid);
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(
+            profile::dumps_written(),
+            w + 4,
+            "a profile past the most count"
+        );
+    }
     profile::dump_on(&Dumps {
         prefix: prefix.clone(),
         ..Default::default()
@@ -174,8 +270,23 @@ fn main() {
         }
     }
     assert!(numbered >= 2, "{numbered} numbered profiles from the child");
+
+    // Names planted ahead are passed over, in a child ("plant").
+    let out = child::command("plant")
+        .env("POOLALLOC_PROF", dir().join("plant").to_str().unwrap())
+        .env("POOLALLOC_PROF_INTERVAL", "0")
+        .env("POOLALLOC_PROF_EVERY_S", "1")
+        .output()
+        .unwrap();
+    assert!(
+        child::returned(&out.status),
+        "plant child: {:?}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
     println!(
-        "ok: peaks, SIGUSR2, every second and the environment's form; read {}",
+        "ok: peaks, SIGUSR2, every second, the caps, the environment's form and planted names; \
+         read {}",
         signalled.display()
     );
 }

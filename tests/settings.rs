@@ -14,6 +14,18 @@ fn child() {
     if std::env::var_os("POOLALLOC_TEST_SET_DELAY").is_some() {
         poolalloc::set_purge_delay(Duration::from_millis(7));
     }
+    let ms = |k: &str| std::env::var(k).ok().map(|v| v.parse::<u64>().unwrap());
+    if let Some(ms) = ms("POOLALLOC_TEST_APPLY_DELAY_MS") {
+        poolalloc::Settings::new()
+            .purge_delay(Duration::from_millis(ms))
+            .apply();
+    }
+    if let Some(ms) = ms("POOLALLOC_TEST_SET_DELAY_MS") {
+        poolalloc::set_purge_delay(Duration::from_millis(ms));
+    }
+    if std::env::var_os("POOLALLOC_TEST_EMPTY_CHUNKS").is_some() {
+        empty_chunks_wait();
+    }
     if std::env::var_os("POOLALLOC_TEST_PRINT_IDS").is_some() {
         // Who the process is: real, effective, saved and file-system IDs (the setuid case).
         let status = std::fs::read_to_string("/proc/self/status").unwrap();
@@ -33,6 +45,32 @@ fn child() {
         poolalloc::huge_pages(),
         poolalloc::large_blocks()
     );
+}
+
+/// Empties four chunks of 48-byte blocks with no chunk retained, gives the purger 400 ms (four
+/// of its periods at least) and prints how many of them still wait in the chunk source.
+fn empty_chunks_wait() {
+    use std::alloc::{GlobalAlloc, Layout};
+    poolalloc::set_retained_chunks(0);
+    let l = Layout::from_size_align(48, 8).unwrap();
+    let blocks: Vec<*mut u8> = (0..4 * (poolalloc::CHUNK_SIZE / 48))
+        .map(|_| {
+            // SAFETY: the layout is non-zero in size.
+            let p = unsafe { GLOBAL.alloc(l) };
+            assert!(!p.is_null());
+            // SAFETY: p holds 48 bytes.
+            unsafe { p.write_bytes(1, 48) };
+            p
+        })
+        .collect();
+    for &p in &blocks {
+        // SAFETY: allocated above with this layout, freed once.
+        unsafe { GLOBAL.dealloc(p, l) };
+    }
+    std::thread::sleep(Duration::from_millis(400));
+    let s = poolalloc::stats();
+    let c = s.classes().iter().position(|c| c.slot_size == 48).unwrap();
+    println!("waiting={}", s.classes()[c].retained_chunks);
 }
 
 /// Puts something where this process's exit profile will go (`<POOLALLOC_PROF>.<pid>.pb.gz`),
@@ -224,6 +262,59 @@ fn the_setter_wins_over_the_environment() {
     assert_eq!(seen(&out).0, 7);
 }
 
+/// A purge delay past the bound (a day), from a setter or from `Settings` in code, is taken as
+/// the bound and said so by `purge_delay()`; from the environment it is refused with a warning
+/// (issue 41: code's values skipped the bounds, and the purger truncated 2^32 ms to 0).
+#[test]
+fn a_delay_past_the_bound_is_a_day_from_code_and_refused_from_the_environment() {
+    const DAY_MS: u64 = 86_400_000;
+    let big = (1u64 << 32).to_string();
+    for k in [
+        "POOLALLOC_TEST_SET_DELAY_MS",
+        "POOLALLOC_TEST_APPLY_DELAY_MS",
+    ] {
+        let (out, err) = run(&[(k, &big)]);
+        assert_eq!(seen(&out).0, DAY_MS, "{k}");
+        assert!(warnings(&err).is_empty(), "{err}");
+    }
+    let (out, _) = run(&[("POOLALLOC_TEST_SET_DELAY_MS", &u64::MAX.to_string())]);
+    assert_eq!(seen(&out).0, DAY_MS);
+    let (out, err) = run(&[("POOLALLOC_PURGE_DELAY_MS", &big)]);
+    assert_eq!(seen(&out).0, 250);
+    let w = warnings(&err);
+    assert_eq!(w.len(), 1, "{err}");
+    assert!(
+        w[0].contains("is not a whole number from 0 to 86400000"),
+        "{err}"
+    );
+}
+
+/// How many emptied chunks still wait after the purger had 400 ms (`empty_chunks_wait`).
+fn waiting(out: &str) -> usize {
+    out.lines()
+        .find_map(|l| l.find("waiting=").map(|i| &l[i + "waiting=".len()..]))
+        .unwrap_or_else(|| panic!("no waiting= in:\n{out}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// With a delay of 2^32 ms set, emptied chunks wait (a day) instead of going back at the
+/// purger's next tick, as a 1 ms delay makes them (which shows the test sees a purge).
+#[test]
+fn a_huge_delay_does_not_purge_at_every_tick() {
+    let (out, _) = run(&[
+        ("POOLALLOC_TEST_SET_DELAY_MS", "1"),
+        ("POOLALLOC_TEST_EMPTY_CHUNKS", "1"),
+    ]);
+    assert_eq!(waiting(&out), 0, "{out}");
+    let (out, _) = run(&[
+        ("POOLALLOC_TEST_SET_DELAY_MS", &(1u64 << 32).to_string()),
+        ("POOLALLOC_TEST_EMPTY_CHUNKS", "1"),
+    ]);
+    assert!(waiting(&out) >= 3, "{out}");
+}
+
 #[test]
 fn show_stats_prints_the_snapshot_at_exit_and_verbose_the_settings() {
     let (_, err) = run(&[("POOLALLOC_SHOW_STATS", "1"), ("POOLALLOC_VERBOSE", "on")]);
@@ -246,7 +337,7 @@ fn show_stats_prints_the_snapshot_at_exit_and_verbose_the_settings() {
         .filter_map(|l| l.strip_prefix("| `POOLALLOC_"))
         .map(|l| &l[..l.find('`').unwrap()])
         .collect();
-    assert_eq!(names.len(), 11, "{names:?}");
+    assert_eq!(names.len(), 13, "{names:?}");
     for n in names {
         assert!(
             err.contains(&format!("poolalloc:   POOLALLOC_{n}=")),

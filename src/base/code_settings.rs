@@ -58,7 +58,8 @@ impl Settings {
     }
 
     /// The purge delay ([`set_purge_delay`](crate::set_purge_delay); `POOLALLOC_PURGE_DELAY_MS`),
-    /// to the millisecond.
+    /// to the millisecond, at most a day (a longer one is taken as a day, as every value given in
+    /// code is taken at its setting's nearest bound).
     pub const fn purge_delay(mut self, d: Duration) -> Self {
         let ms = d.as_millis();
         self.purge_delay_ms = Some(if ms > usize::MAX as u128 {
@@ -70,7 +71,8 @@ impl Settings {
     }
 
     /// Empty chunks each size class keeps past the purge delay
-    /// ([`set_retained_chunks`](crate::set_retained_chunks); `POOLALLOC_RETAINED_CHUNKS`).
+    /// ([`set_retained_chunks`](crate::set_retained_chunks); `POOLALLOC_RETAINED_CHUNKS`), at
+    /// most 4096.
     pub const fn retained_chunks(mut self, n: usize) -> Self {
         self.retained_chunks = Some(n);
         self

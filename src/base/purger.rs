@@ -79,13 +79,16 @@ fn main() {
     // system allocator has not been trimmed since.
     let mut system_freed_at: Option<u32> = None;
     loop {
-        let delay = settings::purge_delay_ms();
-        os::sleep_ms((delay / 2).clamp(10, 100));
+        let delay_ms = settings::purge_delay_ms();
+        os::sleep_ms((delay_ms / 2).clamp(10, 100));
+        // The settings bound the delay to a day; saturate rather than truncate all the same (a
+        // truncated 2^32 ms was 0: a purge at every tick).
+        let delay = u32::try_from(delay_ms).unwrap_or(u32::MAX);
         let now = os::now_ms();
-        tick(now, delay as u32);
+        tick(now, delay);
         if SYSTEM_FREED.swap(false, Ordering::Relaxed) {
             system_freed_at = Some(now);
-        } else if system_freed_at.is_some_and(|t| now.wrapping_sub(t) >= delay as u32) {
+        } else if system_freed_at.is_some_and(|t| now.wrapping_sub(t) >= delay) {
             system_freed_at = None;
             os::trim_system_allocator();
         }

@@ -14,8 +14,15 @@
 //! `issetugid` on the BSDs and macOS) ignores every `POOLALLOC_*` variable, with one line on
 //! stderr saying so: whoever starts it controls its environment. Settings made in code apply.
 //!
-//! A `POOLALLOC_` name that is not in the table, or a value that does not parse, gets one warning
-//! line on stderr naming it, and the default stays: never a crash, never silence. (Names under
+//! Every value, whatever its source (the environment, `Settings` in code, a setter), passes its
+//! setting's bounds in one place, [`Setting::set_from`], the only writer of a setting's value:
+//! one from the environment outside them is refused like a value that does not parse, one from
+//! code is taken at the nearest bound (`set_purge_delay(Duration::MAX)` is a day). A setting added
+//! to the table cannot skip it.
+//!
+//! A `POOLALLOC_` name that is not in the table, or a value that does not parse or is out of its
+//! bounds, gets one warning line on stderr naming it, and the default stays: never a crash, never
+//! silence. (Names under
 //! `POOLALLOC_TEST_` and `POOLALLOC_BENCH_` belong to this project's own test and benchmark
 //! harnesses and are passed over.) Booleans take
 //! `1`/`0`, `true`/`false`, `yes`/`no`, `on`/`off`.
@@ -69,18 +76,29 @@ impl Setting {
         self.set_from(BY_SETTER, v);
     }
 
-    fn set_from_env(&self, v: usize) {
-        self.set_from(FROM_ENV, v);
+    /// False when `v` is out of the setting's bounds (refused).
+    fn set_from_env(&self, v: usize) -> bool {
+        self.set_from(FROM_ENV, v)
     }
 
-    /// Sets `v` unless a source that ranks higher than `source` set it already. (Each source is
-    /// one thread's at a time in practice: the constructors before `main`, the environment read
-    /// once, the program's setters; a race between two of them ends with either value.)
-    fn set_from(&self, source: u8, v: usize) {
+    /// Sets `v` unless a source that ranks higher than `source` set it already: the only writer
+    /// of a setting's value (a unit test holds this file to it), so every value of every source
+    /// passes its kind's bounds here ([`Kind::bound`]). From the environment a value outside them
+    /// is refused (false: the caller says so; a typo, not a wish); from code (`Settings`, a
+    /// setter) it is taken at the nearest bound. (Each source is one thread's at a time in
+    /// practice: the constructors before `main`, the environment read once, the program's
+    /// setters; a race between two of them ends with either value.)
+    fn set_from(&self, source: u8, v: usize) -> bool {
+        let v = match self.kind.bound(v) {
+            Ok(v) => v,
+            Err(_) if source == FROM_ENV => return false,
+            Err(nearest) => nearest,
+        };
         if self.source.load(Relaxed) <= source {
             self.source.store(source, Relaxed);
             self.value.store(v, Relaxed);
         }
+        true
     }
 
     /// Takes the variable's value `value`, or says why not and keeps the value in force.
@@ -89,8 +107,8 @@ impl Setting {
             return take_prefix(self, value);
         }
         match self.kind.parse(value) {
-            Some(v) => self.set_from_env(v),
-            None => say(format_args!(
+            Some(v) if self.set_from_env(v) => {}
+            _ => say(format_args!(
                 "POOLALLOC_{}={} is not {}: keeping {}",
                 self.name,
                 Text(value),
@@ -122,14 +140,15 @@ enum Kind {
 }
 
 impl Kind {
-    /// The value `v` of the variable means, as held; None if it means nothing. (Not for
+    /// The value `v` of the variable means, as held; None if it means nothing. Not checked
+    /// against the bounds: [`Setting::set_from`] does that, for every source. (Not for
     /// [`Kind::Prefix`], whose bytes are kept apart.)
     fn parse(self, v: &[u8]) -> Option<usize> {
         match self {
-            Kind::Number { max } => parse_number(v, max),
+            Kind::Number { .. } => parse_number(v, usize::MAX),
             Kind::Switch => parse_bool(v).map(usize::from),
             Kind::Factor if v == b"off" => Some(0),
-            Kind::Factor => parse_milli(v).filter(|&m| m > 1000 && m <= MAX_PROF_PEAK_MILLI),
+            Kind::Factor => parse_milli(v),
             Kind::Prefix => None,
             Kind::Large => match v {
                 b"system" => Some(LargeBlocks::System as usize),
@@ -140,9 +159,25 @@ impl Kind {
             Kind::Huge => match v {
                 b"off" | b"never" => Some(HugePages::Off.raw()),
                 b"on" | b"always" => Some(HugePages::PastMiB(0).raw()),
-                _ => parse_number(v, MAX_HUGE_MIB),
+                _ => parse_number(v, HugePages::Off.raw() - 1),
             },
         }
+    }
+
+    /// Checks a value as held against the kind's bounds: `Ok(v)` when it is one the kind takes,
+    /// else `Err` with the nearest one that is. [`Setting::set_from`] calls it for every value.
+    fn bound(self, v: usize) -> Result<usize, usize> {
+        let nearest = match self {
+            Kind::Number { max } => v.min(max),
+            Kind::Switch => v.min(1),
+            Kind::Factor if v == 0 => 0,
+            Kind::Factor => v.clamp(1001, MAX_PROF_PEAK_MILLI),
+            Kind::Prefix => v.min(PROF_PREFIX_MAX),
+            Kind::Large => v.min(LargeBlocks::Spans as usize),
+            Kind::Huge if v == HugePages::Off.raw() => v,
+            Kind::Huge => v.min(MAX_HUGE_MIB),
+        };
+        if nearest == v { Ok(v) } else { Err(nearest) }
     }
 }
 
@@ -288,19 +323,31 @@ table! {
     PROF_EVERY_S: Kind::Number { max: MAX_PROF_EVERY_S }, default 0,
         rust "`profile::Dumps::every`",
         "N: with `POOLALLOC_PROF`, also write a numbered profile every N seconds; 0: never";
+    PROF_MAX_DUMPS: Kind::Number { max: MAX_PROF_DUMPS }, default 100,
+        rust "`profile::Dumps::max_dumps`",
+        "the most numbered profiles (peak, signal, period) a process writes; past it, one line on \
+         stderr and no more (whoever may signal the process cannot fill its disk)";
+    PROF_MIN_GAP_MS: Kind::Number { max: MAX_DELAY_MS }, default 1000,
+        rust "`profile::Dumps::min_gap`",
+        "the least time in milliseconds between two numbered profiles: one due sooner waits for \
+         it (signals meanwhile make one profile)";
 }
 
-/// The longest purge delay taken from the environment (a day): beyond it, a typo.
+// The bounds of every source ([`Kind::bound`]): beyond them, from the environment, a typo; from
+// code, the bound.
+/// The longest purge delay (a day; it fits the purger's 32-bit milliseconds).
 const MAX_DELAY_MS: usize = 86_400_000;
-/// The most retained chunks per class taken from the environment (1 GiB per class).
+/// The most retained chunks per class (1 GiB per class).
 const MAX_RETAINED: usize = 4096;
-/// The largest profiler interval taken from the environment (1 GiB).
+/// The largest profiler interval (1 GiB).
 const MAX_PROF_INTERVAL: usize = 1 << 30;
-/// The longest period between numbered profiles taken from the environment (a week).
+/// The longest period between numbered profiles (a week).
 const MAX_PROF_EVERY_S: usize = 7 * 86_400;
-/// The largest peak factor taken from the environment (1000, in thousandths).
+/// The largest peak factor (1000, in thousandths).
 const MAX_PROF_PEAK_MILLI: usize = 1_000_000;
-/// The largest `POOLALLOC_HUGE_PAGES` threshold taken from the environment (1 TiB).
+/// The most numbered profiles a process may be set to write.
+const MAX_PROF_DUMPS: usize = 1_000_000;
+/// The largest `POOLALLOC_HUGE_PAGES` threshold (1 TiB).
 const MAX_HUGE_MIB: usize = 1 << 20;
 
 /// Writes the table of settings as `docs/stats-and-settings.md` shows it (markdown, one row a
@@ -475,7 +522,9 @@ fn take_prefix(s: &Setting, value: &[u8]) {
 /// large block before the system allocator (which holds `PoolAlloc`'s other large blocks) is
 /// asked to return its free pages (default 250 ms, or `POOLALLOC_PURGE_DELAY_MS`). Zero
 /// returns chunks and spans the moment they are free and never starts the background purger
-/// thread (nor trims the system allocator). Millisecond resolution; wins over the environment.
+/// thread (nor trims the system allocator). Millisecond resolution, at most a day: a longer delay
+/// (`Duration::MAX` included) is taken as a day, which [`purge_delay`] then says. Wins over the
+/// environment.
 pub fn set_purge_delay(d: Duration) {
     PURGE_DELAY_MS.set(d.as_millis().min(usize::MAX as u128) as usize);
 }
@@ -486,7 +535,8 @@ pub fn purge_delay() -> Duration {
 }
 
 /// Sets how many empty chunks each size class keeps indefinitely instead of returning them to the
-/// OS (default 1, or `POOLALLOC_RETAINED_CHUNKS`); wins over the environment.
+/// OS (default 1, or `POOLALLOC_RETAINED_CHUNKS`), at most 4096 (a larger number is taken as
+/// 4096); wins over the environment.
 pub fn set_retained_chunks(n: usize) {
     RETAINED_CHUNKS.set(n);
 }
@@ -585,23 +635,44 @@ pub(crate) fn prof_dumps() -> (usize, bool, usize) {
     (PROF_PEAK.get(), PROF_SIGNAL.get() != 0, PROF_EVERY_S.get())
 }
 
-/// Sets the profile path prefix and when numbered profiles are written (`profile::dump_on`); wins
-/// over the environment. False (nothing changed) when the prefix does not fit.
+/// The cap on numbered profiles (`POOLALLOC_PROF_MAX_DUMPS`, `POOLALLOC_PROF_MIN_GAP_MS`): (the
+/// most a process writes, the least milliseconds between two).
 #[cfg_attr(not(feature = "profiling"), allow(dead_code))]
-pub(crate) fn set_prof_dumps(
-    prefix: &[u8],
-    peak_milli: usize,
-    signal: bool,
-    every_s: usize,
-) -> bool {
+pub(crate) fn prof_dump_cap() -> (usize, usize) {
+    (PROF_MAX_DUMPS.get(), PROF_MIN_GAP_MS.get())
+}
+
+/// What `profile::dump_on` sets: the profile path prefix, when numbered profiles are written, and
+/// (where `Some`) their cap. Values pass their settings' bounds as every value does.
+#[cfg_attr(not(feature = "profiling"), allow(dead_code))]
+pub(crate) struct ProfDumps<'a> {
+    pub prefix: &'a [u8],
+    pub peak_milli: usize,
+    pub signal: bool,
+    pub every_s: usize,
+    pub max_dumps: Option<usize>,
+    pub min_gap_ms: Option<usize>,
+}
+
+/// Sets [`ProfDumps`] (`profile::dump_on`); wins over the environment. False (nothing changed)
+/// when the prefix does not fit.
+#[cfg_attr(not(feature = "profiling"), allow(dead_code))]
+pub(crate) fn set_prof_dumps(d: &ProfDumps<'_>) -> bool {
+    let prefix = d.prefix;
     if prefix.is_empty() || prefix.len() > PROF_PREFIX_MAX || prefix.contains(&0) {
         return false;
     }
     load();
     keep_prefix(BY_SETTER, prefix);
-    PROF_PEAK.set(peak_milli);
-    PROF_SIGNAL.set(signal as usize);
-    PROF_EVERY_S.set(every_s);
+    PROF_PEAK.set(d.peak_milli);
+    PROF_SIGNAL.set(d.signal as usize);
+    PROF_EVERY_S.set(d.every_s);
+    if let Some(n) = d.max_dumps {
+        PROF_MAX_DUMPS.set(n);
+    }
+    if let Some(ms) = d.min_gap_ms {
+        PROF_MIN_GAP_MS.set(ms);
+    }
     true
 }
 
@@ -617,7 +688,7 @@ pub(crate) fn apply_in_code(
 ) {
     let set = |s: &Setting, v: Option<usize>| {
         if let Some(v) = v {
-            s.set_from(IN_CODE, v)
+            s.set_from(IN_CODE, v);
         }
     };
     set(&PURGE_DELAY_MS, purge_delay_ms);
@@ -754,7 +825,7 @@ fn parse_milli(v: &[u8]) -> Option<usize> {
     if int.is_empty() || frac.len() > 3 || (dot < v.len() && frac.is_empty()) {
         return None;
     }
-    let whole = parse_number(int, MAX_PROF_PEAK_MILLI / 1000)?;
+    let whole = parse_number(int, usize::MAX / 1000 - 1)?;
     let mut milli = 0;
     for (i, &d) in frac.iter().enumerate() {
         if !d.is_ascii_digit() {
@@ -854,6 +925,49 @@ mod tests {
         assert_eq!(s.value.load(Relaxed), 9);
     }
 
+    /// Every value passes its kind's bounds, whatever its source: refused from the environment,
+    /// taken at the nearest bound from code (issue 41: a purge delay of 2^32 ms from a setter
+    /// was held as is, and the purger truncated it to 0).
+    #[test]
+    fn every_source_passes_the_bounds() {
+        let kinds = [
+            (Kind::Number { max: 1000 }, 1001, 1000),
+            (Kind::Number { max: MAX_DELAY_MS }, 1 << 32, MAX_DELAY_MS),
+            (Kind::Switch, 2, 1),
+            (Kind::Factor, 1000, 1001),
+            (Kind::Factor, MAX_PROF_PEAK_MILLI + 1, MAX_PROF_PEAK_MILLI),
+            (Kind::Prefix, PROF_PREFIX_MAX + 1, PROF_PREFIX_MAX),
+            (Kind::Large, 3, 2),
+            (Kind::Huge, usize::MAX - 1, MAX_HUGE_MIB),
+        ];
+        for (kind, out, nearest) in kinds {
+            assert_eq!(kind.bound(out), Err(nearest));
+            assert_eq!(kind.bound(nearest), Ok(nearest));
+            let s = scratch(0);
+            let s = Setting { kind, ..s };
+            assert!(!s.set_from_env(out));
+            assert_eq!(s.value.load(Relaxed), 0);
+            assert!(s.set_from(IN_CODE, out));
+            assert_eq!(s.value.load(Relaxed), nearest);
+            s.set(out);
+            assert_eq!(s.value.load(Relaxed), nearest);
+        }
+        assert_eq!(Kind::Huge.bound(HugePages::Off.raw()), Ok(usize::MAX));
+        assert_eq!(Kind::Factor.bound(0), Ok(0));
+        for s in ALL {
+            assert_eq!(s.kind.bound(s.default), Ok(s.default), "{}", s.name);
+        }
+    }
+
+    /// [`Setting::set_from`] is the one writer of a setting's value, so no source skips the
+    /// bounds: this file stores a value nowhere else.
+    #[test]
+    fn values_are_stored_in_one_place() {
+        let code = include_str!("settings.rs");
+        let store = [".value", ".store("].concat();
+        assert_eq!(code.matches(&store).count(), 1);
+    }
+
     /// A setting of no table, for the precedence tests.
     fn scratch(default: usize) -> Setting {
         Setting {
@@ -903,7 +1017,7 @@ mod tests {
         for (i, s) in ALL.iter().enumerate() {
             assert!(ALL[..i].iter().all(|t| t.name != s.name), "{}", s.name);
         }
-        assert_eq!(ALL.len(), 11);
+        assert_eq!(ALL.len(), 13);
         // The longest warning: an unknown name of 64 bytes and every known name.
         let line = format!(
             "unknown setting POOLALLOC_{} ignored (known: {Known})",

@@ -734,8 +734,9 @@ pub fn for_each_env(f: &mut dyn FnMut(&[u8])) {
 /// Whether the process was started with privileges its invoker lacks: set-user-ID or
 /// set-group-ID, or file capabilities (what the dynamic loader calls secure mode, and glibc
 /// ignores its `MALLOC_*` tunables in). Linux: the kernel's `AT_SECURE` in the auxiliary vector,
-/// set at `exec`; the BSDs and macOS: `issetugid`, which stays true after such a process drops
-/// its privileges. Elsewhere, conservatively, real and effective IDs that differ.
+/// set at `exec`, or, if the vector has no such entry, real and effective IDs that differ
+/// ([`secure_mode`]); the BSDs and macOS: `issetugid`, which stays true after such a process
+/// drops its privileges. Elsewhere, conservatively, real and effective IDs that differ.
 pub fn privileged() -> bool {
     // Miri runs the unit tests as its host process, never set-user-ID, and has no auxiliary
     // vector to read.
@@ -745,9 +746,7 @@ pub fn privileged() -> bool {
     }
     #[cfg(all(any(target_os = "linux", target_os = "android"), not(miri)))]
     {
-        // SAFETY: getauxval reads the auxiliary vector the kernel gave the process; 0 when the
-        // entry is missing (a kernel too old to give it, which had no secure mode either).
-        unsafe { libc::getauxval(libc::AT_SECURE) != 0 }
+        secure_mode(at_secure(), ids_differ)
     }
     #[cfg(all(
         any(
@@ -776,9 +775,57 @@ pub fn privileged() -> bool {
         target_os = "dragonfly"
     )))]
     {
-        // SAFETY: these four calls have no preconditions and cannot fail.
-        unsafe { libc::getuid() != libc::geteuid() || libc::getgid() != libc::getegid() }
+        ids_differ()
     }
+}
+
+/// The decision of [`privileged`] on Linux, given what the auxiliary vector says of `AT_SECURE`
+/// (None: no such entry) and, asked only then, whether real and effective IDs differ. The
+/// kernel's word is final when it gives one; without it the process must not be taken for
+/// unprivileged (it fails closed, as on the platforms without `AT_SECURE`): a kernel or loader
+/// that leaves the entry out (an emulator, a hand-made `exec`) may still have run it set-user-ID.
+#[cfg(any(target_os = "linux", target_os = "android", test))]
+fn secure_mode(at_secure: Option<libc::c_ulong>, ids_differ: impl FnOnce() -> bool) -> bool {
+    match at_secure {
+        Some(v) => v != 0,
+        None => ids_differ(),
+    }
+}
+
+/// `getauxval(AT_SECURE)`, or None when the auxiliary vector has no such entry (`getauxval`
+/// returns 0 then and sets `errno` to `ENOENT`).
+#[cfg(all(any(target_os = "linux", target_os = "android"), not(miri)))]
+fn at_secure() -> Option<libc::c_ulong> {
+    #[cfg(target_os = "linux")]
+    let errno = libc::__errno_location;
+    #[cfg(target_os = "android")]
+    let errno = libc::__errno;
+    // SAFETY: errno is this thread's own; getauxval reads the auxiliary vector the kernel gave
+    // the process and has no preconditions; errno is read right after it.
+    unsafe {
+        *errno() = 0;
+        let v = libc::getauxval(libc::AT_SECURE);
+        (v != 0 || *errno() != libc::ENOENT).then_some(v)
+    }
+}
+
+/// Whether the real and effective user or group IDs differ (a set-user-ID or set-group-ID
+/// process that has not dropped its privileges).
+#[cfg(not(miri))]
+#[cfg_attr(
+    any(
+        target_os = "macos",
+        target_os = "ios",
+        target_os = "freebsd",
+        target_os = "openbsd",
+        target_os = "netbsd",
+        target_os = "dragonfly"
+    ),
+    allow(dead_code)
+)]
+fn ids_differ() -> bool {
+    // SAFETY: these four calls have no preconditions and cannot fail.
+    unsafe { libc::getuid() != libc::geteuid() || libc::getgid() != libc::getegid() }
 }
 
 /// Declares that `$f` (a `fn()`) runs when the program starts (when the library is loaded, for
@@ -891,5 +938,22 @@ pub fn trim_system_allocator() {
     // SAFETY: malloc_trim has no preconditions.
     unsafe {
         libc::malloc_trim(0);
+    }
+}
+
+#[cfg(all(test, not(miri)))]
+mod tests {
+    use super::*;
+
+    /// `AT_SECURE` decides when the auxiliary vector has it; without it the real and effective
+    /// IDs do (issue 41: it failed open, unprivileged whatever the IDs).
+    #[test]
+    fn privileged_falls_back_to_the_ids_without_at_secure() {
+        assert!(secure_mode(Some(1), || false));
+        assert!(!secure_mode(Some(0), || true));
+        assert!(secure_mode(None, || true));
+        assert!(!secure_mode(None, || false));
+        // This test process: not set-user-ID, and its kernel gives AT_SECURE.
+        assert!(!privileged());
     }
 }

@@ -149,8 +149,13 @@ pub(crate) fn dump_new(path: impl AsRef<Path>) -> Result<(), Error> {
 /// Encodes the profile, then opens the file (nothing is created when there is no profile).
 fn write_gz(open: impl FnOnce() -> io::Result<std::fs::File>) -> Result<(), Error> {
     let bytes = encode()?;
-    let mut gz = flate2::write::GzEncoder::new(open()?, flate2::Compression::default());
-    gz.write_all(&bytes)?;
+    gzip_to(&bytes, open()?)
+}
+
+/// Writes `bytes` (an encoded profile) gzipped to `file`.
+fn gzip_to(bytes: &[u8], file: std::fs::File) -> Result<(), Error> {
+    let mut gz = flate2::write::GzEncoder::new(file, flate2::Compression::default());
+    gz.write_all(bytes)?;
     gz.finish()?;
     Ok(())
 }
@@ -171,12 +176,20 @@ fn create_new(path: &Path) -> io::Result<std::fs::File> {
 /// When the profiler writes profiles by itself, besides [`dump`] calls and the exit dump of
 /// `POOLALLOC_PROF`: each one is `<prefix>.<pid>.<seq>.pb.gz`, `seq` counting from 1 in the
 /// process. The environment says the same with `POOLALLOC_PROF` (the prefix, and the profiler
-/// started at start-up), `POOLALLOC_PROF_PEAK`, `POOLALLOC_PROF_SIGNAL` and
-/// `POOLALLOC_PROF_EVERY_S`; [`dump_on`] wins over it.
+/// started at start-up), `POOLALLOC_PROF_PEAK`, `POOLALLOC_PROF_SIGNAL`,
+/// `POOLALLOC_PROF_EVERY_S`, `POOLALLOC_PROF_MAX_DUMPS` and `POOLALLOC_PROF_MIN_GAP_MS`;
+/// [`dump_on`] wins over it.
 ///
 /// Each file is created new, readable by its owner only: a file or a symbolic link already at
-/// the path is left as it is (never followed, never truncated), and that profile is not written
-/// (one line on stderr says so). The exit dump (`<prefix>.<pid>.pb.gz`) is written the same way.
+/// the path is left as it is (never followed, never truncated), and the profile takes the next
+/// number whose name is free (up to 64 names a profile; a line on stderr when all were taken).
+/// The exit dump (`<prefix>.<pid>.pb.gz`) is created the same way, and not written when its name
+/// is taken (one line on stderr says so).
+///
+/// Whoever may signal the process, or a program that sets a short period, must not fill its
+/// disk: a process writes at most [`max_dumps`](Dumps::max_dumps) numbered profiles (100 by
+/// default), at least [`min_gap`](Dumps::min_gap) apart (1 s by default; a profile due sooner
+/// waits for it, and signals meanwhile make one profile).
 ///
 /// A thread of the profiler's own (`poolalloc-prof`) looks every 50 ms and writes what is due, so
 /// nothing is written in an allocating thread or in a signal handler; a peak that lasts less than
@@ -192,8 +205,17 @@ pub struct Dumps {
     /// A dump when the process receives `SIGUSR2` (Unix; refused if the program handles that
     /// signal itself).
     pub on_signal: bool,
-    /// A dump every period (whole seconds, at least one). `None`: never.
+    /// A dump every period (whole seconds, at least one, at most a week: a longer period is
+    /// taken as a week). `None`: never.
     pub every: Option<Duration>,
+    /// The most numbered profiles the process writes, counted from its start; past it, one line
+    /// on stderr and no more. `None`: the setting in force (`POOLALLOC_PROF_MAX_DUMPS`, default
+    /// 100). At most 1 000 000.
+    pub max_dumps: Option<usize>,
+    /// The least time between two numbered profiles, to the millisecond; one due sooner waits
+    /// for it. `None`: the setting in force (`POOLALLOC_PROF_MIN_GAP_MS`, default 1 s). At most
+    /// a day.
+    pub min_gap: Option<Duration>,
 }
 
 /// Makes the profiler write profiles by itself when `d` says (see [`Dumps`]), from now on, in
@@ -214,8 +236,17 @@ pub fn dump_on(d: &Dumps) -> Result<(), Error> {
                 ));
             }
         };
-        let every = d.every.map_or(0, |p| p.as_secs().max(1) as usize);
-        if !crate::base::settings::set_prof_dumps(d.prefix.as_bytes(), peak, d.on_signal, every) {
+        // Saturating: the settings take what is past their bounds at the bound.
+        let sat = |v: u128| usize::try_from(v).unwrap_or(usize::MAX);
+        let set = crate::base::settings::ProfDumps {
+            prefix: d.prefix.as_bytes(),
+            peak_milli: peak,
+            signal: d.on_signal,
+            every_s: d.every.map_or(0, |p| sat(p.as_secs().max(1).into())),
+            max_dumps: d.max_dumps,
+            min_gap_ms: d.min_gap.map(|g| sat(g.as_millis())),
+        };
+        if !crate::base::settings::set_prof_dumps(&set) {
             return Err(invalid("the prefix must be 1 to 480 bytes, without NUL"));
         }
         if !on_demand::arm() {
@@ -233,7 +264,8 @@ pub fn dump_on(d: &Dumps) -> Result<(), Error> {
 }
 
 /// How many profiles [`dump_on`] (or the environment's `POOLALLOC_PROF_PEAK`, `_SIGNAL`,
-/// `_EVERY_S`) had the profiler write so far; the last one is `<prefix>.<pid>.<this>.pb.gz`.
+/// `_EVERY_S`) had the profiler write so far; the last one is `<prefix>.<pid>.<this>.pb.gz`,
+/// or a higher number where names were taken already (see [`Dumps`]).
 pub fn dumps_written() -> usize {
     #[cfg(poolalloc_profiled)]
     {

@@ -6,7 +6,9 @@ use super::counters::count_here;
 use super::free::{flush_all, retire};
 use super::registry::new_registered_heap;
 use super::{Bin, ThreadHeap, bin, count_supply, current, direct, empty, exited, init_heap};
-use super::{make_current, owner_add, owner_add32, push_avail, set_current, this_heap};
+use super::{
+    make_current, owner_add, owner_add_bytes, owner_add32, push_avail, set_current, this_heap,
+};
 use crate::base::lock::Lock;
 use crate::base::size_class::{self, COMMON_MAX};
 use crate::chunks::chunk::{self, Chunk, FreeSlot, push, unlink};
@@ -45,7 +47,7 @@ pub(crate) fn alloc_common(size: usize) -> *mut u8 {
         chunk::hand_out_one(ch);
         owner_add32(&(*ch).requested, size as u32);
         // A slot was there, so h is not a static heap: this thread's counter (one `add`).
-        owner_add(&(*h).allocated, size);
+        owner_add_bytes(&(*h).allocated, size);
         p.cast()
     }
 }
@@ -85,7 +87,7 @@ fn alloc_with<const REQUESTED: bool>(c: usize, size: usize) -> *mut u8 {
             owner_add32(&(*ch).requested, size as u32);
             // As in `alloc_common`: h is this thread's heap. The size-less interface counts no
             // bytes here (none come back with its free).
-            owner_add(&(*h).allocated, size);
+            owner_add_bytes(&(*h).allocated, size);
         }
         p.cast()
     }
@@ -147,7 +149,7 @@ fn alloc_slow(size: usize, c: usize, h: *mut ThreadHeap) -> *mut u8 {
         // This thread's counter, as the fast paths add to it (the size-less interface's `size`
         // is 0).
         if !p.is_null() {
-            owner_add(&(*h).allocated, size);
+            owner_add_bytes(&(*h).allocated, size);
         }
         p
     }

@@ -3,8 +3,8 @@
 //! `free.rs`: one `add` each, the heap and the size already in registers); every other path that
 //! hands out or takes back a block of the sized interface counts through [`count_here`].
 
-use super::{ThreadHeap, empty, exited, init_heap, owner_add, this_heap};
-use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use super::{ByteCounter, ThreadHeap, empty, exited, init_heap, owner_add_bytes, this_heap};
+use core::sync::atomic::Ordering::Relaxed;
 
 /// Adds `allocated` and `deallocated` bytes to the calling thread's counters: those of the heap its
 /// TLS word names (a `Heap` scope's, inside one), made first if the thread has none. Nothing once
@@ -21,25 +21,43 @@ pub(super) fn count_here(allocated: usize, deallocated: usize) {
     // SAFETY: h is this thread's heap, or the heap of a `Heap` scope this thread is in (it holds
     // the `Heap`'s lock): only this thread writes its counters.
     unsafe {
-        owner_add(&(*h).allocated, allocated);
-        owner_add(&(*h).deallocated, deallocated);
+        owner_add_bytes(&(*h).allocated, allocated);
+        owner_add_bytes(&(*h).deallocated, deallocated);
     }
 }
 
 /// The calling thread's counters, read now: exact inside a `Heap` scope too (the scope's heap
 /// carries them meanwhile). Zero before the thread's first allocation and after its exit hook.
 #[inline]
-pub(crate) fn thread_counts() -> [usize; 2] {
+pub(crate) fn thread_counts() -> [u64; 2] {
     let h = this_heap();
     // SAFETY: h is this thread's heap or a static one (heaps are never unmapped); atomics only.
-    unsafe { [(*h).allocated.load(Relaxed), (*h).deallocated.load(Relaxed)] }
+    unsafe { [read(&(*h).allocated), read(&(*h).deallocated)] }
+}
+
+/// A counter's value (as 64 bits where it is narrower: see [`ByteCounter`]).
+#[inline(always)]
+pub(crate) fn read(c: &ByteCounter) -> u64 {
+    #[cfg(target_has_atomic = "64")]
+    return c.load(Relaxed);
+    #[cfg(not(target_has_atomic = "64"))]
+    return c.load(Relaxed) as u64;
+}
+
+/// Sets the calling thread's counters (made first if it has none), for the unit tests that
+/// start them near a wrap.
+#[cfg(test)]
+pub(crate) fn set_thread_counts(allocated: u64, deallocated: u64) {
+    let [a, d] = thread_counters();
+    a.store(allocated as _, Relaxed);
+    d.store(deallocated as _, Relaxed);
 }
 
 /// Where the calling thread's counters live for as long as it runs: in its own heap (made now if
 /// it has none), outside any `Heap` scope it is in; the static *exited* heap's zeros once its exit
 /// hook ran. Heaps are never unmapped, so the references stay valid after the thread exits, but
 /// its heap then goes to the next thread that starts, which counts from zero in it.
-pub(crate) fn thread_counters() -> [&'static AtomicUsize; 2] {
+pub(crate) fn thread_counters() -> [&'static ByteCounter; 2] {
     let mut h = this_heap();
     if h == empty() {
         h = init_heap();

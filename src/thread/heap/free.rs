@@ -4,7 +4,7 @@
 
 use super::registry::ORPHAN;
 use super::{ThreadHeap, bin, count_supply, current, empty, exited, init_heap, make_current};
-use super::{owner_add, owner_add32, push_avail, this_heap};
+use super::{owner_add, owner_add_bytes, owner_add32, push_avail, this_heap};
 use crate::base::size_class::NUM_CLASSES;
 use crate::chunks::chunk::{self, Chunk, FreeSlot, unlink};
 use crate::{chunks::remote_list, memory::source};
@@ -56,7 +56,7 @@ unsafe fn dealloc_with<const REQUESTED: bool>(p: *mut u8, size: usize) {
             owner_add32(&(*ch).requested, (size as u32).wrapping_neg());
             // The owner test passed, so h is this thread's heap, not a static one: its counter
             // (one `add`). A remote free counts in `free_remote`.
-            owner_add(&(*h).deallocated, size);
+            owner_add_bytes(&(*h).deallocated, size);
         }
         // Last, so that the branch takes the decrement's flags.
         if chunk::free_one(ch) {
@@ -204,7 +204,7 @@ unsafe fn free_remote(p: *mut u8, size: usize) {
     if h != exited() {
         // SAFETY: h is this thread's heap: its counters are ours to write. (The size-less
         // interface's `size` is 0.)
-        unsafe { owner_add(&(*h).deallocated, size) };
+        unsafe { owner_add_bytes(&(*h).deallocated, size) };
     }
     if h == exited() || owner.is_null() {
         // SAFETY: as above.

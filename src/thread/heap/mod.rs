@@ -46,7 +46,9 @@ mod stats;
 mod thread;
 
 pub(crate) use alloc::{alloc, alloc_common, alloc_unsized, resized};
-pub(crate) use counters::{thread_counters, thread_counts};
+#[cfg(test)]
+pub(crate) use counters::set_thread_counts;
+pub(crate) use counters::{read as read_counter, thread_counters, thread_counts};
 pub(crate) use free::{dealloc, dealloc_unsized};
 pub(crate) use stats::{
     class_totals, count_large, large_alloc, large_alloc_as, large_dealloc, large_dealloc_as,
@@ -90,13 +92,13 @@ struct Bin {
 #[repr(C)]
 pub(crate) struct ThreadHeap {
     /// Bytes the thread allocated and deallocated since it started, as the requests' sizes
-    /// (wrapping; owner load + store): `poolalloc::thread_counters`. The fast paths add to the
+    /// (64 bits, see [`ByteCounter`]; owner load + store): `poolalloc::thread_counters`. The fast paths add to the
     /// heap their TLS word names, so in the heap of a `Heap` scope these are the counts of the
     /// thread in the scope, carried over from `outer` by `owned_enter` and back by `owned_leave`.
     /// First in the heap, where the fast paths reach them with no displacement. Zero in the
     /// static heaps, which nothing writes.
-    allocated: AtomicUsize,
-    deallocated: AtomicUsize,
+    allocated: ByteCounter,
+    deallocated: ByteCounter,
     /// Per request size up to [`COMMON_MAX`] (the index is the size in bytes), the current chunk
     /// of the size's class: `direct[s] == current[class_of(s)]`, kept so by [`set_current`], the
     /// only writer of either. The common allocation (`size_class::class_of_common`) finds its
@@ -136,8 +138,8 @@ pub(crate) struct ThreadHeap {
 
 const fn new_heap() -> ThreadHeap {
     ThreadHeap {
-        allocated: AtomicUsize::new(0),
-        deallocated: AtomicUsize::new(0),
+        allocated: ByteCounter::new(0),
+        deallocated: ByteCounter::new(0),
         direct: [chunk::dummy(); COMMON_MAX + 1],
         current: [chunk::dummy(); NUM_CLASSES],
         bins: [const {
@@ -243,6 +245,25 @@ unsafe fn set_current(h: *mut ThreadHeap, c: usize, ch: *mut Chunk) {
 #[inline(always)]
 fn owner_add(a: &AtomicUsize, d: usize) {
     a.store(a.load(Relaxed).wrapping_add(d), Relaxed);
+}
+
+/// A thread's counter of bytes allocated or deallocated (`poolalloc::ThreadCounters`): 64 bits
+/// wherever the target has 64-bit atomics (every target built in CI), so it does not wrap on
+/// 32-bit targets either; there its add is a 64-bit load and store, on 64-bit targets the one
+/// `add` of [`owner_add`]. Elsewhere (32-bit MIPS, PowerPC, RISC-V) a `usize`, which wraps at
+/// 4 GiB.
+#[cfg(target_has_atomic = "64")]
+pub(crate) type ByteCounter = core::sync::atomic::AtomicU64;
+#[cfg(not(target_has_atomic = "64"))]
+pub(crate) type ByteCounter = AtomicUsize;
+
+/// [`owner_add`] for a thread's [`ByteCounter`].
+#[inline(always)]
+fn owner_add_bytes(a: &ByteCounter, d: usize) {
+    #[cfg(target_has_atomic = "64")]
+    a.store(a.load(Relaxed).wrapping_add(d as u64), Relaxed);
+    #[cfg(not(target_has_atomic = "64"))]
+    owner_add(a, d);
 }
 
 /// [`owner_add`] for a chunk's 32-bit counters.
