@@ -43,7 +43,9 @@ pub(crate) fn alloc_common(size: usize) -> *mut u8 {
         if p.is_null() {
             return alloc_slow_common(size, h);
         }
-        (*ch).free = FreeSlot::next(p);
+        let next = FreeSlot::next(p);
+        (*ch).free = next;
+        FreeSlot::prefetch(next);
         chunk::hand_out_one(ch);
         owner_add32(&(*ch).requested, size as u32);
         // A slot was there, so h is not a static heap: this thread's counter (one `add`).
@@ -81,7 +83,9 @@ fn alloc_with<const REQUESTED: bool>(c: usize, size: usize) -> *mut u8 {
         if p.is_null() {
             return alloc_slow(size, c, h);
         }
-        (*ch).free = FreeSlot::next(p);
+        let next = FreeSlot::next(p);
+        (*ch).free = next;
+        FreeSlot::prefetch(next);
         chunk::hand_out_one(ch);
         if REQUESTED {
             owner_add32(&(*ch).requested, size as u32);
