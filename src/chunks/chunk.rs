@@ -57,21 +57,6 @@ pub struct FreeSlot {
 }
 
 impl FreeSlot {
-    /// Starts bringing slot `s` (the next one the fast path will hand out; null or any address
-    /// allowed) into this core's cache, so that the next pop's read of its link does not wait on
-    /// a line another core wrote (a remote free), nor the program's first write to the block.
-    /// A hint: no fault, no effect on correctness; nothing on targets without the instruction.
-    #[inline(always)]
-    pub fn prefetch(s: *mut FreeSlot) {
-        #[cfg(all(target_arch = "x86_64", not(miri)))]
-        // SAFETY: a prefetch reads nothing architecturally and never faults, whatever the address.
-        unsafe {
-            core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(s.cast())
-        };
-        #[cfg(not(all(target_arch = "x86_64", not(miri))))]
-        let _ = s;
-    }
-
     /// The slot after `s` on its list.
     ///
     /// # Safety

@@ -43,9 +43,7 @@ pub(crate) fn alloc_common(size: usize) -> *mut u8 {
         if p.is_null() {
             return alloc_slow_common(size, h);
         }
-        let next = FreeSlot::next(p);
-        (*ch).free = next;
-        FreeSlot::prefetch(next);
+        (*ch).free = FreeSlot::next(p);
         chunk::hand_out_one(ch);
         owner_add32(&(*ch).requested, size as u32);
         // A slot was there, so h is not a static heap: this thread's counter (one `add`).
@@ -83,9 +81,7 @@ fn alloc_with<const REQUESTED: bool>(c: usize, size: usize) -> *mut u8 {
         if p.is_null() {
             return alloc_slow(size, c, h);
         }
-        let next = FreeSlot::next(p);
-        (*ch).free = next;
-        FreeSlot::prefetch(next);
+        (*ch).free = FreeSlot::next(p);
         chunk::hand_out_one(ch);
         if REQUESTED {
             owner_add32(&(*ch).requested, size as u32);
