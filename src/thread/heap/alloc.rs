@@ -199,6 +199,8 @@ unsafe fn refill(h: *mut ThreadHeap, c: usize) -> *mut Chunk {
         let mut adopted = 0;
         // The current chunk was made current by this call: its free list is new supply.
         let mut fresh = false;
+        // `current` is the dummy but `direct` still names the chunk that went to the full list.
+        let mut direct_stale = false;
         loop {
             let ch = *current(h, c);
             if !(*ch).free.is_null() {
@@ -226,7 +228,12 @@ unsafe fn refill(h: *mut ThreadHeap, c: usize) -> *mut Chunk {
                 let _l = (*h).lists.lock();
                 chunk::set_notify_at(ch, chunk::used(ch) - 1);
                 push(&raw mut (*b).full, ch);
-                set_current(h, c, chunk::dummy());
+                // `direct` is left naming the full chunk until the loop makes another chunk
+                // current (`make_current` rewrites it) or gives up (below): nothing reads it
+                // meanwhile (only this thread's fast path does), and writing it twice cost up to
+                // 128 stores per refill.
+                *current(h, c) = chunk::dummy();
+                direct_stale = true;
             }
             if (*h).hint.contains(c) {
                 (*h).hint.remove(c);
@@ -253,6 +260,10 @@ unsafe fn refill(h: *mut ThreadHeap, c: usize) -> *mut Chunk {
             }
             let n = source::acquire(c);
             if n.is_null() {
+                if direct_stale {
+                    let _l = (*h).lists.lock();
+                    set_current(h, c, chunk::dummy());
+                }
                 return ptr::null_mut();
             }
             (*n).owner.store(h.cast(), Relaxed);

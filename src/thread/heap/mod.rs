@@ -232,11 +232,15 @@ unsafe fn set_current(h: *mut ThreadHeap, c: usize, ch: *mut Chunk) {
         size_class::size_of(c - 1) + 1
     };
     let hi = size_class::size_of(c).min(COMMON_MAX);
-    // SAFETY: the caller owns h; c < NUM_CLASSES and every s <= COMMON_MAX.
+    // SAFETY: the caller owns h; c < NUM_CLASSES and every s in lo..=hi is at most COMMON_MAX,
+    // so the slice lies in the heap's direct array, which nothing else borrows meanwhile.
     unsafe {
         *current(h, c) = ch;
-        for s in lo..=hi {
-            *direct(h, s) = ch;
+        if lo <= hi {
+            // One `fill` (vector stores): up to 128 entries for the 1 KiB class. A loop over
+            // `lo..=hi` compiled to a store per entry with the range's own compares, and this runs
+            // on every change of a current chunk: 5% of larson's instructions (issue 40).
+            core::slice::from_raw_parts_mut(direct(h, lo), hi - lo + 1).fill(ch);
         }
     }
 }
