@@ -71,13 +71,17 @@ const _: () = assert!(UNIT_CHUNKS <= 8 && (REGION_CHUNKS * CHUNK_SIZE) % UNIT ==
 /// the OS mapped there (the address map, another region): the underflow of a program's first block
 /// of a size, by a store or `memcpy`, or a megabyte below it (issue 41). No memory, no instruction
 /// on the allocation path: one `mprotect` per region and a mapping of its own. Not on 32-bit
-/// targets, whose address space is too small to give a third of it to guards.
-const GUARD: usize =
-    if cfg!(feature = "hardened") && cfg!(target_pointer_width = "64") && REGION_CHUNKS == 16 {
-        UNIT
-    } else {
-        0
-    };
+/// targets, whose address space is too small to give a third of it to guards, nor where the OS
+/// has no guard ([`os::HAS_GUARD`]: a region would then not start at its reservation).
+const GUARD: usize = if cfg!(feature = "hardened")
+    && cfg!(target_pointer_width = "64")
+    && REGION_CHUNKS == 16
+    && os::HAS_GUARD
+{
+    UNIT
+} else {
+    0
+};
 /// Whole free units (purged) kept mapped for reuse, 256 MiB of address space; beyond, a unit that
 /// becomes free is unmapped.
 const FREE_UNITS_MAX: usize = 1024 / UNIT_CHUNKS;

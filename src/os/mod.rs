@@ -372,6 +372,11 @@ pub unsafe fn protect(p: *mut u8, size: usize, writable: bool) -> bool {
     unsafe { imp::protect(p, size, writable) }
 }
 
+/// Whether [`guard`] can make address space inaccessible on this port (Unix only: elsewhere a
+/// guard below a region would be a reservation the region's release does not start at, which
+/// Windows cannot free in part).
+pub const HAS_GUARD: bool = cfg!(poolalloc_port = "unix");
+
 /// Makes `[p, p + size)` inaccessible (any access faults) for good; false, changing nothing, where
 /// the OS refuses or cannot (every port but Unix: the guard below a region of chunks, `hardened`,
 /// is made only where regions are, see `memory::source`).
