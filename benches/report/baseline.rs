@@ -5,8 +5,8 @@
 //!
 //! The parent extracts the commit's tree from this repository (`git archive`, so nothing in the
 //! working tree is touched) into `<target>/baseline/<commit>/`, builds that tree's own report
-//! benchmark into `<target>/baseline/build/` (its own target directory and lock file: the
-//! running `cargo bench` holds the usual one), and runs its poolalloc child like any other runner.
+//! benchmark into `<target>/baseline/<commit>/target/` (its own target directory and lock file:
+//! the running `cargo bench` holds the usual one), and runs its poolalloc child like any other runner.
 //! The child protocol (`POOLALLOC_BENCH_*` in, one `RESULT` line out) is the same at the
 //! baseline commit; a workload the baseline does not know gets no baseline cell.
 //!
@@ -79,15 +79,18 @@ pub fn build() -> Result<PathBuf, String> {
     let out = Command::new(cargo())
         .current_dir(&src)
         .args(["build", "--profile", "bench", "--bench", "report"])
-        .args(["--message-format", "json"])
+        .args(["--message-format", "json-render-diagnostics"])
         .args(target_args())
+        // A target directory of the commit's own: cargo takes a path dependency's build in a shared
+        // one as fresh when another tree of the same name and version built it (the harness at
+        // another commit), and the bench then fails to compile against it.
         .arg("--target-dir")
-        .arg(root.join("build"))
+        .arg(src.join("target"))
         .stderr(Stdio::inherit())
         .output()
         .map_err(|e| format!("cannot run cargo: {e}"))?;
     if !out.status.success() {
-        return Err("building the baseline failed (its cargo output is above)".into());
+        return Err("building the baseline failed (its errors are above)".into());
     }
     bench_executable(&String::from_utf8_lossy(&out.stdout), "report")
         .ok_or_else(|| "cargo did not name the baseline's report executable".into())

@@ -578,7 +578,12 @@ fn build_hardened() -> PathBuf {
     let out = Command::new(cargo())
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .args(["build", "--profile", "bench", "--bench", "report"])
-        .args(["--features", "hardened", "--message-format", "json"])
+        .args([
+            "--features",
+            "hardened",
+            "--message-format",
+            "json-render-diagnostics",
+        ])
         .args(target_args())
         .arg("--target-dir")
         .arg(&target)
