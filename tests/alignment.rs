@@ -127,7 +127,10 @@ fn musl_blocks_of_16_bytes_or_more_are_16_aligned() {
     if !cfg!(target_env = "musl") {
         return;
     }
-    for size in sizes().into_iter().filter(|&s| (16..=64 << 10).contains(&s)) {
+    for size in sizes()
+        .into_iter()
+        .filter(|&s| (16..=64 << 10).contains(&s))
+    {
         for align in [1, 8] {
             let l = Layout::from_size_align(size, align).unwrap();
             // SAFETY: a valid, non-zero layout; each block is freed with it (or the realloc's).
@@ -135,7 +138,11 @@ fn musl_blocks_of_16_bytes_or_more_are_16_aligned() {
                 let p = GLOBAL.alloc(l);
                 assert_eq!(p as usize % 16, 0, "alloc of {size} B, align {align}");
                 let z = GLOBAL.alloc_zeroed(l);
-                assert_eq!(z as usize % 16, 0, "alloc_zeroed of {size} B, align {align}");
+                assert_eq!(
+                    z as usize % 16,
+                    0,
+                    "alloc_zeroed of {size} B, align {align}"
+                );
                 let r = GLOBAL.realloc(p, l, size * 2);
                 assert_eq!(r as usize % 16, 0, "realloc of {size} B to {}", size * 2);
                 let half = (size / 2).max(16);
