@@ -26,7 +26,13 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 #[test]
 fn thousands_of_short_threads_stay_bounded() {
     let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let (tx, rx) = mpsc::channel::<(usize, Vec<Box<[u8]>>)>();
+    // A bounded queue (two waves' worth), as in the producer-consumer test below: with an
+    // unbounded one, a freer slower than the four producers (a loaded 2-core machine; one that
+    // sleeps 300 us a batch fails every time) leaves a backlog of blocks alive that grows with
+    // the wave count, and the pools holding them grew past the bound (35 to 301 MB, all freed
+    // just before the check and waiting for the purge delay): the queue's length measured, not
+    // the pools'.
+    let (tx, rx) = mpsc::sync_channel::<(usize, Vec<Box<[u8]>>)>(8);
     // The freeing side: a long-lived thread that checks and drops what short threads left.
     let freer = std::thread::spawn(move || {
         for (seed, blocks) in rx {
