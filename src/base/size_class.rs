@@ -79,6 +79,29 @@ pub const SIXTEEN_FROM_16: bool = cfg!(target_env = "musl");
 /// [`SIXTEEN_FROM_16`]).
 static SMALL_TABLE: [u8; TABLE_MAX / 8 + 1] = class_table(SIXTEEN_FROM_16);
 
+/// Per class, the smallest request size the table maps to it (sizes from it up to the class's
+/// size are the class's), or `usize::MAX` for a class the table maps no size to: with
+/// [`SIXTEEN_FROM_16`] the 24, 40 and 56 B classes, whose sizes go to the next class, which then
+/// starts 16 bytes lower (17 B for 32 B).
+static TABLE_LO: [usize; NUM_CLASSES] = {
+    let t = class_table(SIXTEEN_FROM_16);
+    let mut lo = [usize::MAX; NUM_CLASSES];
+    // Downward, so that each class keeps its smallest entry.
+    let mut i = t.len();
+    while i > 0 {
+        i -= 1;
+        lo[t[i] as usize] = if i == 0 { 0 } else { 8 * i - 7 };
+    }
+    lo
+};
+
+/// The request sizes up to [`COMMON_MAX`] that [`class_of_common`] maps to class `c` (empty when
+/// none): `lo..=hi`. Not `size_of(c - 1) + 1 ..= size_of(c)` where the table rounds sizes up
+/// ([`SIXTEEN_FROM_16`]).
+pub fn common_sizes(c: usize) -> core::ops::RangeInclusive<usize> {
+    TABLE_LO[c]..=size_of(c).min(COMMON_MAX)
+}
+
 /// The class of each size up to [`TABLE_MAX`] in steps of 8: entry `i` is the class of sizes
 /// `8i - 7 ..= 8i` (and of 0 for `i = 0`), each size from 16 B on rounded up to a multiple of 16
 /// first when `sixteen` (then every block of 16 B or more is 16-aligned).
@@ -213,6 +236,23 @@ static MALLOC_TABLE: [u8; TABLE_MAX / 8 + 1] = class_table(true);
 mod tests {
     use super::*;
 
+    /// Each size up to COMMON_MAX is in the `common_sizes` of its table class and of no other
+    /// (the heaps' direct array is filled by them: on musl, with `size_of(c - 1) + 1` as the
+    /// start, 17-24 B were left to the 24 B class, which the table never gives them).
+    #[test]
+    fn common_sizes_are_the_sizes_the_table_maps_to_each_class() {
+        for s in 0..=COMMON_MAX {
+            let c = class_of_common(s, 1).unwrap();
+            for o in 0..NUM_CLASSES {
+                assert_eq!(common_sizes(o).contains(&s), o == c, "size {s}, class {o}");
+            }
+        }
+        if SIXTEEN_FROM_16 {
+            assert!(common_sizes(class_of_size_computed(24)).is_empty());
+            assert_eq!(common_sizes(class_of_size_computed(32)), 17..=32);
+        }
+    }
+
     #[test]
     fn table_is_increasing_and_ends_at_max() {
         for c in 1..NUM_CLASSES {
@@ -232,11 +272,16 @@ mod tests {
             let c = class_of(s, 1).unwrap();
             let slot = size_of(c);
             assert!(slot >= s, "size {s} got class {c} of {slot} B");
+            // On musl the smallest class that fits the size rounded up to 16 (from 16 B on), a
+            // multiple of 16.
+            let sixteen = SIXTEEN_FROM_16 && s >= 16;
+            let r = if sixteen { s.next_multiple_of(16) } else { s };
+            assert!(!sixteen || slot % 16 == 0, "size {s}: a slot of {slot} B");
             assert!(
-                c == 0 || size_of(c - 1) < s,
+                c == 0 || size_of(c - 1) < r,
                 "size {s}: a smaller class fits"
             );
-            assert_eq!(c, class_of_size_computed(s));
+            assert_eq!(c, class_of_size_computed(r));
             if s > 64 {
                 assert!((slot - s) * 4 < s, "size {s}: waste {} ≥ 25%", slot - s);
                 assert!(
@@ -245,7 +290,8 @@ mod tests {
                     slot - s
                 );
             } else {
-                assert!(slot - s < 8);
+                // 15 bytes on musl (SIXTEEN_FROM_16's doc).
+                assert!(slot - s < if SIXTEEN_FROM_16 { 16 } else { 8 });
             }
             s += if s < 4096 { 1 } else { step };
         }

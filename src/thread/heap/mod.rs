@@ -224,14 +224,11 @@ fn direct(h: *mut ThreadHeap, size: usize) -> *mut *mut Chunk {
 /// # Safety
 /// The caller owns `h`, which is not a static heap.
 unsafe fn set_current(h: *mut ThreadHeap, c: usize, ch: *mut Chunk) {
-    // The sizes of class c the direct array covers: above the class below, up to the class's
-    // size, at most COMMON_MAX.
-    let lo = if c == 0 {
-        0
-    } else {
-        size_class::size_of(c - 1) + 1
-    };
-    let hi = size_class::size_of(c).min(COMMON_MAX);
+    // The sizes of class c the direct array covers: those the class table maps to it (above the
+    // class below, up to the class's size, at most COMMON_MAX; on musl, where the table rounds
+    // sizes from 16 B up to a multiple of 16, none for 24, 40 and 56 B and 16 more for the next).
+    let sizes = size_class::common_sizes(c);
+    let (lo, hi) = (*sizes.start(), *sizes.end());
     // SAFETY: the caller owns h; c < NUM_CLASSES and every s in lo..=hi is at most COMMON_MAX,
     // so the slice lies in the heap's direct array, which nothing else borrows meanwhile.
     unsafe {
