@@ -20,7 +20,7 @@ for v in sys.argv[1].split(','):
     # NAME=PATH or NAME=PATH@VAR=VALUE[@VAR=VALUE...] (environment variables for that build's runs
     # only, e.g. a profiler turned on); PATH is a target dir or the report binary itself. The
     # pseudo-variable CPUS=LIST runs that build's children under `taskset -c LIST` (CPUS=0: one
-    # core, no cache line moves between cores; benches/results/pinned-2026-11-28.md).
+    # core, no cache line moves between cores; benches/results/clock-2026-11-28.md, section 2).
     spec, *extra = v.split('@')
     name, d = spec.split('=', 1)
     envs[name] = dict(e.split('=', 1) for e in extra)

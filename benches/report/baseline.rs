@@ -57,7 +57,7 @@ pub fn build() -> Result<PathBuf, String> {
         let _ = std::fs::remove_dir_all(&src);
         std::fs::create_dir_all(&src).map_err(|e| format!("{}: {e}", src.display()))?;
         eprintln!("extracting the baseline {COMMIT} into {}", src.display());
-        let archive = Command::new("git")
+        let mut archive = Command::new("git")
             .current_dir(repo)
             .args(["archive", "--format=tar", COMMIT])
             .stdout(Stdio::piped())
@@ -67,11 +67,20 @@ pub fn build() -> Result<PathBuf, String> {
             .arg("-x")
             .arg("-C")
             .arg(&src)
-            .stdin(archive.stdout.unwrap())
+            .stdin(
+                archive
+                    .stdout
+                    .take()
+                    .expect("git archive's stdout is piped"),
+            )
             .status()
             .map_err(|e| format!("cannot run tar: {e}"))?;
-        if !tar.success() {
-            return Err("git archive | tar -x failed".into());
+        // Both ends must succeed: a git that stopped early leaves tar a short, but valid, tree.
+        let git = archive
+            .wait()
+            .map_err(|e| format!("waiting for git archive: {e}"))?;
+        if !git.success() || !tar.success() {
+            return Err(format!("git archive ({git}) | tar -x ({tar}) failed"));
         }
         std::fs::write(&marker, COMMIT).map_err(|e| format!("{}: {e}", marker.display()))?;
     }

@@ -388,10 +388,11 @@ fn run_child(
     label: &str,
 ) -> Run {
     try_run_child(bin, workload, json, alloc, threads, scale)
-        .unwrap_or_else(|e| panic!("{workload} at {threads} threads with {label} failed ({e}"))
+        .unwrap_or_else(|e| panic!("{workload} at {threads} threads with {label} failed: {e}"))
 }
 
-/// [`run_child`], with the failure (the child's status and output) as the error.
+/// [`run_child`], with the failure as the error: the child's exit status on the first line, then
+/// its output.
 fn try_run_child(
     bin: &std::path::Path,
     workload: &str,
@@ -411,7 +412,7 @@ fn try_run_child(
     let stdout = String::from_utf8_lossy(&out.stdout);
     stdout.lines().find_map(parse).ok_or_else(|| {
         format!(
-            "{}):\n{stdout}\n{}",
+            "{}\n{stdout}\n{}",
             out.status,
             String::from_utf8_lossy(&out.stderr)
         )
