@@ -8,6 +8,7 @@
 //! (`thread::heap`'s registry, 256 KiB blocks of heap structs, never returned) and `hardened`'s
 //! inaccessible space for zero-size blocks.
 
+pub(crate) mod arena;
 pub(crate) mod large;
 pub(crate) mod source;
 pub(crate) mod span;

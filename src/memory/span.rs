@@ -27,6 +27,7 @@
 
 use crate::chunks::addr_map::{self, Kind};
 use crate::chunks::chunk::CHUNK_SIZE;
+use crate::memory::arena;
 use crate::memory::span_cache::{self as cache, live_change};
 use crate::{checks::hardened, os};
 use core::ptr;
@@ -119,16 +120,10 @@ pub fn alloc(size: usize, align: usize) -> (*mut u8, bool) {
                     return (p, false);
                 }
             }
-            let b = os::map_aligned(len, balign);
-            if b.is_null() {
+            let Some((b, origin)) = new_span(len, balign) else {
                 return (ptr::null_mut(), false);
-            }
-            if !addr_map::set(Kind::Span, b, len, true) {
-                // SAFETY: our own fresh mapping, unknown to anyone.
-                unsafe { os::unmap(b, len) };
-                return (ptr::null_mut(), false);
-            }
-            (b, len, cache::new_origin(), true)
+            };
+            (b, len, origin, true)
         }
     };
     // SAFETY: base + offset(align) < base + len lies in the span, and the header's 64 bytes
@@ -139,6 +134,32 @@ pub fn alloc(size: usize, align: usize) -> (*mut u8, bool) {
         live_change(len, 0);
         (p, fresh)
     }
+}
+
+/// A span of `len` bytes at a multiple of `balign` that no waiting span held: cut from an arena
+/// where it is short enough (no system call in the steady state), else a mapping of its own;
+/// marked in the address map, its memory zero. None when out of memory.
+fn new_span(len: usize, balign: usize) -> Option<(*mut u8, usize)> {
+    if len <= arena::MAX_SPAN && balign <= arena::MAX_ALIGN {
+        if let Some((b, origin)) = arena::take(len, balign) {
+            if addr_map::set(Kind::Span, b, len, true) {
+                return Some((b, origin));
+            }
+            // SAFETY: just cut from that arena, unused, writable.
+            unsafe { arena::give(b, len, origin) };
+            return None;
+        }
+    }
+    let b = os::map_aligned(len, balign);
+    if b.is_null() {
+        return None;
+    }
+    if !addr_map::set(Kind::Span, b, len, true) {
+        // SAFETY: our own fresh mapping, unknown to anyone.
+        unsafe { os::unmap(b, len) };
+        return None;
+    }
+    Some((b, cache::new_origin()))
 }
 
 /// # Safety
@@ -338,9 +359,10 @@ pub unsafe fn resize(p: *mut u8, new_size: usize, may_wait: bool) -> (*mut u8, u
         }
     }
     // Grow in place when the address space after the span is free (where the OS can remap: the
-    // span must end its mapping, else the call fails and changes nothing).
+    // span must end its mapping, else the call fails and changes nothing). Never a span of an
+    // arena: the address space after it is the arena's.
     // SAFETY: base/len is our span, all of one mapping, and new_len > len.
-    if unsafe { os::grow_in_place(base, len, new_len) } {
+    if !arena::owns(origin) && unsafe { os::grow_in_place(base, len, new_len) } {
         // SAFETY: the mapping now covers [base, base + new_len); the new granules were free.
         unsafe {
             if !addr_map::set(Kind::Span, base.add(len), new_len - len, true) {
@@ -354,16 +376,25 @@ pub unsafe fn resize(p: *mut u8, new_size: usize, may_wait: bool) -> (*mut u8, u
             return (p, (*h).usable);
         }
     }
-    // Move to a new, suitably aligned place: reserve it, then move the pages there (mremap), or
-    // copy the block where the OS cannot move pages.
-    let dst = os::map_aligned(new_len, balign);
-    if dst.is_null() {
+    // Move to a new, suitably aligned place: a new span, then the pages moved there (mremap)
+    // from a mapping of its own into another, or the block copied (an arena's span, into or out
+    // of an arena, or where the OS cannot move pages).
+    let Some((dst, dst_origin)) = new_span(new_len, balign) else {
         return (ptr::null_mut(), 0);
-    }
-    if !addr_map::set(Kind::Span, dst, new_len, true) {
-        // SAFETY: our own fresh mapping.
-        unsafe { os::unmap(dst, new_len) };
-        return (ptr::null_mut(), 0);
+    };
+    if arena::owns(origin) || arena::owns(dst_origin) {
+        // SAFETY: as for the waiting span above: dst is ours, unused, distinct from p's span, and
+        // holds the block at the same offset; p's span is given up as `free` does.
+        unsafe {
+            ptr::copy_nonoverlapping(p, dst.add(off), (*h).usable);
+            let q = dst.add(off);
+            let u = usable_for(new_size, off, new_len);
+            write_header(q, dst, new_len, u, dst_origin);
+            (*h).magic = 0;
+            live_change(new_len, len);
+            give_up(base, len, origin, may_wait);
+            return (q, u);
+        }
     }
     // The old range leaves the address map before it leaves the process: once unmapped (or moved
     // away), another thread may map a span there at once, whose marks must not then be cleared
@@ -382,12 +413,12 @@ pub unsafe fn resize(p: *mut u8, new_size: usize, may_wait: bool) -> (*mut u8, u
             os::unmap(base, len);
         }
     }
-    // SAFETY: dst + off is the moved block; its header moved with it. A new mapping: a new
+    // SAFETY: dst + off is the moved block; its header moved with it. A new mapping: its own
     // origin.
     unsafe {
         let q = dst.add(off);
         let u = usable_for(new_size, off, new_len);
-        write_header(q, dst, new_len, u, cache::new_origin());
+        write_header(q, dst, new_len, u, dst_origin);
         live_change(new_len, len);
         (q, u)
     }
@@ -435,13 +466,17 @@ pub fn expire(now: u32, delay_ms: u32) {
 /// Takes the cache lock for `fork` (see `heap`'s fork handlers).
 pub(crate) fn lock_for_fork() {
     cache::lock_for_fork();
+    arena::lock_for_fork();
 }
 
 /// # Safety
 /// Only after [`lock_for_fork`], by the same thread (or its forked child).
 pub(crate) unsafe fn unlock_after_fork() {
     // SAFETY: forwarded.
-    unsafe { cache::unlock_after_fork() };
+    unsafe {
+        arena::unlock_after_fork();
+        cache::unlock_after_fork();
+    }
 }
 
 #[cfg(test)]
@@ -570,21 +605,76 @@ pub(crate) mod tests {
             assert!(!is_block(q));
             assert!((0..200_000).all(|i| *r.add(i) == (i % 251) as u8));
             assert!((200_000..600_000).all(|i| *r.add(i) == 3));
-            // Waiting: w's whole span again, and a's 1 MiB tail.
-            assert_eq!(cache::waiting(), (2, (5 << 18) + (1 << 20)));
+            // Waiting: w's whole span again, and a's 1 MiB tail: two pieces of two mappings,
+            // or, cut one after the other from an arena, one piece (the three touch).
+            let pieces = if arena::ENABLED { 1 } else { 2 };
+            assert_eq!(cache::waiting(), (pieces, (5 << 18) + (1 << 20)));
             let (s, _) = resize(r, 100_000, true);
             assert_eq!(s, r, "a shrink stays");
             assert!((0..100_000).all(|i| *s.add(i) == (i % 251) as u8));
             assert_eq!(
                 cache::waiting().0,
-                2,
+                pieces,
                 "the shrunk tail joined a's waiting piece"
             );
             assert!(free(s, true).is_some());
-            assert_eq!(cache::waiting(), (2, (5 << 18) + (13 << 18)));
+            assert_eq!(cache::waiting(), (pieces, (5 << 18) + (13 << 18)));
         }
         expire(os::now_ms(), 0);
         assert_eq!(cache::waiting().0, 0);
+    }
+
+    /// Spans up to `arena::MAX_SPAN` are cut from the arenas: a heap of them built, freed and
+    /// built again maps no new range the second time, and each span handed out reads as zero
+    /// (fresh from a range, or purged before it went back).
+    #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "Miri cannot unmap part of a mapping (os::map_aligned trims)"
+    )]
+    fn spans_from_the_arenas_are_reused_without_a_new_range() {
+        if !arena::ENABLED {
+            return;
+        }
+        let _turn = turn();
+        expire(os::now_ms(), 0);
+        let sizes = |i: usize| 70_000 + (i * 7919) % 900_000;
+        let build = || -> std::vec::Vec<*mut u8> {
+            (0..300)
+                .map(|i| {
+                    let (p, fresh) = alloc(sizes(i), 16);
+                    assert!(!p.is_null());
+                    let from_arena = arena::owns(
+                        // SAFETY: p is live: its header is readable.
+                        unsafe { (*p.wrapping_sub(HEADER).cast::<Header>()).origin },
+                    );
+                    assert!(from_arena, "a span of {} B from an arena", sizes(i));
+                    if fresh {
+                        // SAFETY: p holds sizes(i) bytes.
+                        assert!(unsafe { (0..sizes(i)).step_by(4096).all(|k| *p.add(k) == 0) });
+                    }
+                    // SAFETY: as above.
+                    unsafe { ptr::write_bytes(p, 0xab, sizes(i)) };
+                    p
+                })
+                .collect()
+        };
+        let first = build();
+        for p in first {
+            // SAFETY: live, freed once.
+            assert!(unsafe { free(p, true) }.is_some());
+        }
+        // Everything back in the arenas, purged.
+        expire(os::now_ms(), 0);
+        let (free_bytes, total) = arena::bytes();
+        assert_eq!(free_bytes, total, "every run back in the index");
+        let second = build();
+        assert_eq!(arena::bytes().1, total, "no new range for the same heap");
+        for p in second {
+            // SAFETY: live, freed once.
+            assert!(unsafe { free(p, true) }.is_some());
+        }
+        expire(os::now_ms(), 0);
     }
 
     #[test]

@@ -24,6 +24,7 @@
 use crate::base::lock::Lock;
 use crate::chunks::addr_map::{self, Kind};
 use crate::chunks::chunk::CHUNK_SIZE;
+use crate::memory::arena;
 use crate::{checks::hardened, os};
 use core::mem::MaybeUninit;
 use core::ptr;
@@ -142,14 +143,14 @@ impl Out {
         self.n += 1;
     }
 
-    /// Unmaps them (call without the lock).
-    fn unmap(self) {
+    /// Releases them (call without the lock).
+    fn release(self) {
         for s in &self.spans[..self.n] {
             // SAFETY: `spans[..n]` were written by `push`; each was taken off the cache (or
             // refused by it): ours, whole, unused.
             unsafe {
                 let s = s.assume_init_ref();
-                unmap(s.base, s.len)
+                release(s.base, s.len, s.origin)
             };
         }
     }
@@ -263,9 +264,9 @@ pub fn take(len: usize, align: usize) -> Option<(*mut u8, usize, usize)> {
             (at as *mut u8, len, s.origin)
         })
     };
-    out.unmap();
+    out.release();
     let (p, len, origin) = got?;
-    reused(p, len).then_some((p, len, origin))
+    reused(p, len, origin).then_some((p, len, origin))
 }
 
 /// The `len` bytes at `at`, when a waiting piece of mapping `origin` starts there and holds them
@@ -286,8 +287,8 @@ pub fn take_after(at: *mut u8, origin: usize, len: usize) -> bool {
             c.cut(s, at as usize, len, &mut out);
         })
     };
-    out.unmap();
-    got.is_some() && reused(at, len)
+    out.release();
+    got.is_some() && reused(at, len, origin)
 }
 
 /// The largest waiting span of at least `min` bytes, whole, with its origin (to be grown by
@@ -296,21 +297,21 @@ pub fn take_largest(min: usize) -> Option<(*mut u8, usize, usize)> {
     let s = {
         let mut c = CACHE.lock();
         let i = (0..c.n)
-            .filter(|&i| c.entries[i].len >= min)
+            .filter(|&i| c.entries[i].len >= min && !arena::owns(c.entries[i].origin))
             .max_by_key(|&i| c.entries[i].len)?;
         c.remove(i)
     };
-    reused(s.base, s.len).then_some((s.base, s.len, s.origin))
+    reused(s.base, s.len, s.origin).then_some((s.base, s.len, s.origin))
 }
 
 /// A piece taken off the cache becomes writable again (`hardened-full` protects waiting spans);
-/// false, and the piece unmapped, when the OS refused.
-fn reused(p: *mut u8, len: usize) -> bool {
+/// false, and the piece released, when the OS refused.
+fn reused(p: *mut u8, len: usize, origin: usize) -> bool {
     if hardened::on_span_reused(p, len) {
         return true;
     }
     // SAFETY: taken off the cache: ours and unused.
-    unsafe { unmap(p, len) };
+    unsafe { release(p, len, origin) };
     false
 }
 
@@ -337,15 +338,31 @@ pub unsafe fn put(base: *mut u8, len: usize, origin: usize, may_wait: bool, smal
         hardened::on_span_cached(base, len);
         CACHE.lock().insert(s, budget(len), s.at, &mut out);
     }
-    out.unmap();
+    out.release();
 }
 
+/// Gives the span (or piece) `[base, base + len)` of `origin` back for good: out of the address
+/// map, then to its arena (purged) or, a mapping of its own, to the OS.
+///
 /// # Safety
 /// The span is ours, whole granules, and unused.
-pub unsafe fn unmap(base: *mut u8, len: usize) {
+pub unsafe fn release(base: *mut u8, len: usize, origin: usize) {
+    // Out of the map first: once given back, another thread may take it and mark it.
     addr_map::set(Kind::Span, base, len, false);
-    // SAFETY: guaranteed by the caller.
-    unsafe { os::unmap(base, len) };
+    if !arena::owns(origin) {
+        // SAFETY: guaranteed by the caller.
+        return unsafe { os::unmap(base, len) };
+    }
+    // An arena hands out writable runs: a piece protected while it waited (`hardened-full`) is
+    // made writable first. Where the OS refuses, its address space is given up instead (the
+    // arena never sees it again).
+    if hardened::on_span_reused(base, len) {
+        // SAFETY: cut from that arena (pieces join only within their origin), unused, writable.
+        unsafe { arena::give(base, len, origin) };
+    } else {
+        // SAFETY: a page-aligned part of the arena's mapping that nothing refers to.
+        unsafe { os::unmap_part(base, len) };
+    }
 }
 
 /// Unmaps the waiting spans that waited `delay_ms` or longer (all of them when `delay_ms` is 0).
@@ -360,7 +377,7 @@ pub fn expire(now: u32, delay_ms: u32) {
             }
         };
         // SAFETY: taken off the cache: ours and unused.
-        unsafe { unmap(victim.base, victim.len) };
+        unsafe { release(victim.base, victim.len, victim.origin) };
     }
 }
 

@@ -1,0 +1,426 @@
+//! Arenas: address space reserved in large ranges, from which spans of up to [`MAX_SPAN`] are cut,
+//! so that a large block costs no system call in the steady state (issue 42; mimalloc v3's arenas,
+//! jemalloc's extents).
+//!
+//! - **Ranges.** The first range is 64 MiB, each next one twice the last, up to 1 GiB (256 MiB on
+//!   32-bit targets), aligned to the huge page; one mapping each, kept for the life of the process
+//!   (only address space: what is not in use is purged). Where the OS refuses a range, a smaller one
+//!   is tried, down to the request; where it refuses that too, the span maps its own memory.
+//! - **The index.** A free run of granules ([`CHUNK_SIZE`]) is recorded at both ends (its length at
+//!   its first and at its last granule, so a run given back joins its neighbours in O(1)) and sits
+//!   in one of 33 bins: bin `k < 32` holds runs of exactly `k + 1` granules, bin 32 the longer ones.
+//!   A request of `n` granules takes the first run of the first non-empty bin from `n - 1` on, read
+//!   off one bitmap word: no scan of runs, ranges or spans under the lock, whatever the heap's size.
+//! - **Purged before it is indexed.** A run comes back through [`give`], which purges it first
+//!   (outside the lock), so every run in the index reads as zero and costs no memory: what waits
+//!   resident for reuse waits in `span_cache`, above this, under the purge delay; this is where it
+//!   goes after. A span taken here is therefore fresh (zero), as a new mapping is.
+//!
+//! Only where the OS can unmap and purge part of a mapping ([`ENABLED`]: Unix). On Windows (no
+//! partial unmap) and wasm32 (memory never goes back) spans keep a mapping each, as before.
+//!
+//! Locks: the arena's lock is taken alone (never with the span cache's), and never across a
+//! system call: a new range is mapped before the lock is taken to record it, and a run is purged
+//! before it is given back.
+
+use crate::base::lock::Lock;
+use crate::chunks::chunk::CHUNK_SIZE;
+use crate::os;
+use core::ptr;
+
+/// Spans cut from the arenas where the OS allows ([`os::PARTIAL_UNMAP`] and
+/// [`os::RETURNS_MEMORY`]).
+pub const ENABLED: bool = os::PARTIAL_UNMAP && os::RETURNS_MEMORY;
+/// The longest span cut from an arena; longer ones map their own memory (which `mremap` can grow
+/// and move, and which goes back whole).
+pub const MAX_SPAN: usize = 4 << 20;
+/// The largest alignment of a span cut from an arena (the huge page of x86-64 and of AArch64 with
+/// 4 KiB pages); a span aligned more maps its own memory.
+pub const MAX_ALIGN: usize = 2 << 20;
+
+const GRANULE: usize = CHUNK_SIZE;
+const FIRST_RANGE: usize = 64 << 20;
+const LARGEST_RANGE: usize = if cfg!(target_pointer_width = "64") {
+    1 << 30
+} else {
+    256 << 20
+};
+/// Ranges, at most (64-bit: some 60 GiB of spans; past it spans map their own memory).
+const MAX_RANGES: usize = 64;
+/// Bins of exact run lengths (1 to 32 granules), then one of longer runs.
+const EXACT_BINS: usize = 32;
+const BINS: usize = EXACT_BINS + 1;
+/// No run (the end of a bin's list).
+const NIL: u32 = u32::MAX;
+/// Bits of a run's id that name its first granule in its range (a range has at most 2^16).
+const GRANULE_BITS: u32 = 16;
+const _: () = assert!(LARGEST_RANGE / GRANULE <= 1 << GRANULE_BITS);
+const _: () = assert!(MAX_SPAN + MAX_ALIGN <= FIRST_RANGE);
+// Every request (with its alignment's slack) fits the exact bins: a run of a bin at or above the
+// request's holds it.
+const _: () = assert!((MAX_SPAN + MAX_ALIGN) / GRANULE - 1 <= EXACT_BINS);
+
+/// The per-granule records of one range, in a mapping of their own (zeroed: no run).
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Granule {
+    /// The length in granules of the free run that starts here; 0 if none does.
+    head: u32,
+    /// The length in granules of the free run that ends here; 0 if none does.
+    tail: u32,
+    /// A run's neighbours in its bin (run ids), when `head` is non-zero.
+    next: u32,
+    prev: u32,
+}
+
+#[derive(Clone, Copy)]
+struct Range {
+    base: *mut u8,
+    granules: usize,
+    meta: *mut Granule,
+}
+
+struct Arenas {
+    ranges: [Range; MAX_RANGES],
+    n: usize,
+    /// The first run of each bin (a run id: range << GRANULE_BITS | granule), or NIL.
+    bins: [u32; BINS],
+    /// Bit k: bin k is not empty.
+    nonempty: u64,
+    /// Granules in free runs, and in all ranges (for statistics and tests).
+    free: usize,
+    total: usize,
+}
+
+// SAFETY: the raw pointers name mappings owned by the arenas; access is serialised by the lock.
+unsafe impl Send for Arenas {}
+
+const NO_RANGE: Range = Range {
+    base: ptr::null_mut(),
+    granules: 0,
+    meta: ptr::null_mut(),
+};
+
+static ARENAS: Lock<Arenas> = Lock::new(Arenas {
+    ranges: [NO_RANGE; MAX_RANGES],
+    n: 0,
+    bins: [NIL; BINS],
+    nonempty: 0,
+    free: 0,
+    total: 0,
+});
+
+/// Origins (`span_cache::new_origin`'s numbers) of arena spans: this bit and the range's index.
+/// Pieces of one range join in the span cache as pieces of one mapping do; the span code never
+/// remaps them.
+const ORIGIN_TAG: usize = 1 << (usize::BITS - 1);
+
+/// Whether a span of this `origin` was cut from an arena.
+#[inline]
+pub fn owns(origin: usize) -> bool {
+    origin & ORIGIN_TAG != 0
+}
+
+fn bin_of(granules: usize) -> usize {
+    (granules - 1).min(EXACT_BINS)
+}
+
+impl Arenas {
+    /// The record of granule `g` of range `r`.
+    fn at(&mut self, r: usize, g: usize) -> &mut Granule {
+        debug_assert!(r < self.n && g < self.ranges[r].granules);
+        // SAFETY: meta holds `granules` records, in our own mapping; the lock is held (&mut self).
+        unsafe { &mut *self.ranges[r].meta.add(g) }
+    }
+
+    fn id(r: usize, g: usize) -> u32 {
+        ((r << GRANULE_BITS) | g) as u32
+    }
+
+    fn split_id(id: u32) -> (usize, usize) {
+        (
+            (id >> GRANULE_BITS) as usize,
+            (id & ((1 << GRANULE_BITS) - 1)) as usize,
+        )
+    }
+
+    /// Records the free run `[g, g + len)` of range `r` and puts it first in its bin.
+    fn insert(&mut self, r: usize, g: usize, len: usize) {
+        let b = bin_of(len);
+        let first = self.bins[b];
+        let id = Self::id(r, g);
+        *self.at(r, g) = Granule {
+            head: len as u32,
+            tail: 0,
+            next: first,
+            prev: NIL,
+        };
+        self.at(r, g + len - 1).tail = len as u32;
+        if first != NIL {
+            let (fr, fg) = Self::split_id(first);
+            self.at(fr, fg).prev = id;
+        }
+        self.bins[b] = id;
+        self.nonempty |= 1 << b;
+        self.free += len;
+    }
+
+    /// Takes the free run that starts at granule `g` of range `r` out of its bin and the ends'
+    /// records; returns its length.
+    fn remove(&mut self, r: usize, g: usize) -> usize {
+        let Granule {
+            head: len,
+            next,
+            prev,
+            ..
+        } = *self.at(r, g);
+        let len = len as usize;
+        debug_assert!(len > 0);
+        if prev != NIL {
+            let (pr, pg) = Self::split_id(prev);
+            self.at(pr, pg).next = next;
+        } else {
+            let b = bin_of(len);
+            self.bins[b] = next;
+            if next == NIL {
+                self.nonempty &= !(1 << b);
+            }
+        }
+        if next != NIL {
+            let (nr, ng) = Self::split_id(next);
+            self.at(nr, ng).prev = prev;
+        }
+        self.at(r, g).head = 0;
+        self.at(r, g + len - 1).tail = 0;
+        self.free -= len;
+        len
+    }
+
+    /// `len` granules at a multiple of `align` bytes: the range and first granule, the rest of the
+    /// run they came from given back to the index. None when no run holds them.
+    fn take(&mut self, len: usize, align: usize) -> Option<(usize, usize)> {
+        // Granules a run may need before an aligned start (ranges start at MAX_ALIGN).
+        let slack = align.max(GRANULE) / GRANULE - 1;
+        let need = len + slack;
+        let from = bin_of(need);
+        let bins = self.nonempty & (u64::MAX << from);
+        if bins == 0 {
+            return None;
+        }
+        let (r, g) = Self::split_id(self.bins[bins.trailing_zeros() as usize]);
+        // Only a request longer than the exact bins (none of the spans' own) can meet a run
+        // too short: it is refused, not searched for.
+        if (self.at(r, g).head as usize) < need {
+            return None;
+        }
+        let run = self.remove(r, g);
+        let base = self.ranges[r].base as usize + g * GRANULE;
+        let start = (base.next_multiple_of(align) - base) / GRANULE + g;
+        if start > g {
+            self.insert(r, g, start - g);
+        }
+        let end = g + run;
+        if start + len < end {
+            self.insert(r, start + len, end - start - len);
+        }
+        Some((r, start))
+    }
+
+    /// Gives the run `[g, g + len)` of range `r` back, joined with the free runs it touches.
+    fn give(&mut self, r: usize, mut g: usize, mut len: usize) {
+        if g > 0 {
+            let left = self.at(r, g - 1).tail as usize;
+            if left > 0 {
+                self.remove(r, g - left);
+                g -= left;
+                len += left;
+            }
+        }
+        if g + len < self.ranges[r].granules {
+            let right = self.at(r, g + len).head as usize;
+            if right > 0 {
+                self.remove(r, g + len);
+                len += right;
+            }
+        }
+        self.insert(r, g, len);
+    }
+}
+
+/// A span of `len` bytes (whole granules, at most [`MAX_SPAN`]) at a multiple of `align` (a power
+/// of two, at most [`MAX_ALIGN`]) cut from an arena, with its origin; its memory reads as zero.
+/// None when no arena holds it and no new range can be mapped (the caller maps the span itself).
+pub fn take(len: usize, align: usize) -> Option<(*mut u8, usize)> {
+    debug_assert!(len % GRANULE == 0 && len > 0 && len <= MAX_SPAN && align <= MAX_ALIGN);
+    if !ENABLED {
+        return None;
+    }
+    let n = len / GRANULE;
+    loop {
+        let want = {
+            let mut a = ARENAS.lock();
+            if let Some((r, g)) = a.take(n, align) {
+                // SAFETY: g < granules of range r, inside its mapping.
+                let p = unsafe { a.ranges[r].base.add(g * GRANULE) };
+                return Some((p, ORIGIN_TAG | r));
+            }
+            if a.n == MAX_RANGES {
+                return None;
+            }
+            FIRST_RANGE
+                .checked_shl(a.n as u32)
+                .unwrap_or(LARGEST_RANGE)
+                .min(LARGEST_RANGE)
+        };
+        // Mapped without the lock; another thread may map one meanwhile (then both are kept).
+        if !grow(want, len + align) {
+            return None;
+        }
+    }
+}
+
+/// Maps a range of `want` bytes (or less, down to `least`) and adds it, all one free run; false
+/// when the OS refuses even `least` or no more ranges fit.
+fn grow(want: usize, least: usize) -> bool {
+    let least = least.next_multiple_of(MAX_ALIGN);
+    let mut size = want;
+    let base = loop {
+        let b = os::map_aligned(size, MAX_ALIGN);
+        if !b.is_null() {
+            break b;
+        }
+        if size <= least {
+            return false;
+        }
+        size = (size / 2).max(least);
+    };
+    let granules = size / GRANULE;
+    let meta_len = (granules * size_of::<Granule>()).next_multiple_of(os::page_size());
+    let meta = os::map(meta_len).cast::<Granule>();
+    if meta.is_null() {
+        // SAFETY: our own fresh mapping, unknown to anyone.
+        unsafe { os::unmap(base, size) };
+        return false;
+    }
+    let mut a = ARENAS.lock();
+    if a.n == MAX_RANGES {
+        drop(a);
+        // SAFETY: both our own fresh mappings, unknown to anyone.
+        unsafe {
+            os::unmap(base, size);
+            os::unmap(meta.cast(), meta_len);
+        }
+        return false;
+    }
+    let r = a.n;
+    a.ranges[r] = Range {
+        base,
+        granules,
+        meta,
+    };
+    a.n += 1;
+    a.total += granules;
+    a.insert(r, 0, granules);
+    true
+}
+
+/// Gives the span `[base, base + len)` of `origin` back to its arena: purged (its memory goes back
+/// to the OS, outside the lock), then joined with the free runs around it.
+///
+/// # Safety
+/// The span was cut from the arena `origin` names ([`take`], or pieces of such spans joined),
+/// whole granules; nothing refers to it any more, and it is writable (not protected).
+pub unsafe fn give(base: *mut u8, len: usize, origin: usize) {
+    debug_assert!(owns(origin));
+    // SAFETY: the span is ours and unused (caller).
+    unsafe { os::purge(base, len) };
+    let r = origin & !ORIGIN_TAG;
+    let mut a = ARENAS.lock();
+    let g = (base as usize - a.ranges[r].base as usize) / GRANULE;
+    debug_assert!(g + len / GRANULE <= a.ranges[r].granules);
+    a.give(r, g, len / GRANULE);
+}
+
+/// Bytes free in the arenas and bytes of all their ranges (address space, not memory).
+#[cfg(test)]
+pub fn bytes() -> (usize, usize) {
+    let a = ARENAS.lock();
+    (a.free * GRANULE, a.total * GRANULE)
+}
+
+/// Takes the arenas' lock for `fork` (see `heap`'s fork handlers).
+pub(crate) fn lock_for_fork() {
+    core::mem::forget(ARENAS.lock());
+}
+
+/// # Safety
+/// Only after [`lock_for_fork`], by the same thread (or its forked child).
+pub(crate) unsafe fn unlock_after_fork() {
+    // SAFETY: held by lock_for_fork, guard forgotten.
+    unsafe { ARENAS.force_unlock() };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The index on a range of its own (not the process's arenas): runs cut, aligned, given back
+    /// and joined, found by bin whatever their number.
+    #[test]
+    fn runs_are_cut_aligned_joined_and_found_by_bin() {
+        let granules = 256;
+        let mut meta = std::vec![
+            Granule {
+                head: 0,
+                tail: 0,
+                next: 0,
+                prev: 0
+            };
+            granules
+        ];
+        let base = (64usize << 20) as *mut u8; // never dereferenced: only the index is used
+        let mut a = Arenas {
+            ranges: [NO_RANGE; MAX_RANGES],
+            n: 1,
+            bins: [NIL; BINS],
+            nonempty: 0,
+            free: 0,
+            total: granules,
+        };
+        a.ranges[0] = Range {
+            base,
+            granules,
+            meta: meta.as_mut_ptr(),
+        };
+        a.insert(0, 0, granules);
+        // One granule at a time: consecutive, from the start.
+        let got: std::vec::Vec<_> = (0..10).map(|_| a.take(1, GRANULE).unwrap()).collect();
+        assert_eq!(got, (0..10).map(|g| (0, g)).collect::<std::vec::Vec<_>>());
+        assert_eq!(a.free, granules - 10);
+        // Aligned to 2 MiB (8 granules): the first such start after them.
+        assert_eq!(a.take(4, 2 << 20), Some((0, 16)));
+        // The gap [10, 16) is a run of 6: an exact request takes it.
+        assert_eq!(a.take(6, GRANULE), Some((0, 10)));
+        // Give back every other single granule: none joins; a request of 2 cannot use them.
+        for g in (0..10).step_by(2) {
+            a.give(0, g, 1);
+        }
+        assert_eq!(a.nonempty & 1, 1, "runs of one granule wait in bin 0");
+        assert_eq!(a.take(2, GRANULE), Some((0, 20)));
+        // Give back the odd ones: all of [0, 10) joins into one run, then with [10, 16) and
+        // [16, 20) into [0, 22): one run.
+        for g in (1..10).step_by(2) {
+            a.give(0, g, 1);
+        }
+        a.give(0, 10, 6);
+        a.give(0, 16, 4);
+        a.give(0, 20, 2);
+        assert_eq!(a.free, granules, "everything back");
+        assert_eq!(a.at(0, 0).head as usize, granules, "one run again");
+        assert_eq!(a.nonempty, 1 << EXACT_BINS);
+        // Too long for any run.
+        assert_eq!(a.take(granules + 1, GRANULE), None);
+        assert_eq!(a.take(granules, GRANULE), Some((0, 0)));
+        assert_eq!(a.nonempty, 0);
+    }
+}
