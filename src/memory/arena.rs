@@ -11,6 +11,11 @@
 //!   in one of 33 bins: bin `k < 32` holds runs of exactly `k + 1` granules, bin 32 the longer ones.
 //!   A request of `n` granules takes the first run of the first non-empty bin from `n - 1` on, read
 //!   off one bitmap word: no scan of runs, ranges or spans under the lock, whatever the heap's size.
+//! - **Ranges go back whole on 32-bit targets.** There, a range all of whose runs are free again
+//!   is unmapped when another such range is kept already (one waits, so a heap built and freed in
+//!   a loop maps nothing), its slot taking the next range: the arenas do not hold address space
+//!   that a large mapping of its own needs. On 64-bit targets address space is plenty and every
+//!   range stays (as jemalloc retains its extents): a heap built again maps nothing.
 //! - **Purged before it is indexed.** A run comes back through [`give`], which purges it first
 //!   (outside the lock), so every run in the index reads as zero and costs no memory: what waits
 //!   resident for reuse waits in `span_cache`, above this, under the purge delay; this is where it
@@ -47,6 +52,12 @@ const LARGEST_RANGE: usize = if cfg!(target_pointer_width = "64") {
 };
 /// Ranges, at most (64-bit: some 60 GiB of spans; past it spans map their own memory).
 const MAX_RANGES: usize = 64;
+/// Ranges all free that are kept; one more goes back to the OS.
+const IDLE_RANGES: usize = if cfg!(target_pointer_width = "64") {
+    MAX_RANGES
+} else {
+    1
+};
 /// Bins of exact run lengths (1 to 32 granules), then one of longer runs.
 const EXACT_BINS: usize = 32;
 const BINS: usize = EXACT_BINS + 1;
@@ -81,8 +92,14 @@ struct Range {
 }
 
 struct Arenas {
+    /// `ranges[..n]`; a slot whose range went back has a null base (taken by the next range).
     ranges: [Range; MAX_RANGES],
     n: usize,
+    /// Ranges mapped now (the next one's size doubles with them), and those all free.
+    live: usize,
+    idle: usize,
+    /// [`IDLE_RANGES`] (a field, so that the unit test sets its own).
+    idle_max: usize,
     /// The first run of each bin (a run id: range << GRANULE_BITS | granule), or NIL.
     bins: [u32; BINS],
     /// Bit k: bin k is not empty.
@@ -104,6 +121,9 @@ const NO_RANGE: Range = Range {
 static ARENAS: Lock<Arenas> = Lock::new(Arenas {
     ranges: [NO_RANGE; MAX_RANGES],
     n: 0,
+    live: 0,
+    idle: 0,
+    idle_max: IDLE_RANGES,
     bins: [NIL; BINS],
     nonempty: 0,
     free: 0,
@@ -214,6 +234,9 @@ impl Arenas {
             return None;
         }
         let run = self.remove(r, g);
+        if run == self.ranges[r].granules {
+            self.idle -= 1;
+        }
         let base = self.ranges[r].base as usize + g * GRANULE;
         let start = (base.next_multiple_of(align) - base) / GRANULE + g;
         if start > g {
@@ -226,8 +249,10 @@ impl Arenas {
         Some((r, start))
     }
 
-    /// Gives the run `[g, g + len)` of range `r` back, joined with the free runs it touches.
-    fn give(&mut self, r: usize, mut g: usize, mut len: usize) {
+    /// Gives the run `[g, g + len)` of range `r` back, joined with the free runs it touches. When
+    /// that frees the whole range and as many as are kept are idle already, the range leaves the arenas: its
+    /// mapping and records are returned, for the caller to unmap without the lock.
+    fn give(&mut self, r: usize, mut g: usize, mut len: usize) -> Option<(Range, usize)> {
         if g > 0 {
             let left = self.at(r, g - 1).tail as usize;
             if left > 0 {
@@ -243,7 +268,35 @@ impl Arenas {
                 len += right;
             }
         }
-        self.insert(r, g, len);
+        if len < self.ranges[r].granules {
+            self.insert(r, g, len);
+            return None;
+        }
+        if self.idle < self.idle_max {
+            self.idle += 1;
+            self.insert(r, g, len);
+            return None;
+        }
+        let range = core::mem::replace(&mut self.ranges[r], NO_RANGE);
+        self.live -= 1;
+        self.total -= range.granules;
+        let meta_len = (range.granules * size_of::<Granule>()).next_multiple_of(os::page_size());
+        Some((range, meta_len))
+    }
+
+    /// The size of the next range: twice the last, from [`FIRST_RANGE`] to [`LARGEST_RANGE`].
+    fn next_size(&self) -> usize {
+        FIRST_RANGE
+            .checked_shl(self.live as u32)
+            .unwrap_or(LARGEST_RANGE)
+            .min(LARGEST_RANGE)
+    }
+
+    /// A slot for a new range: one whose range went back, else the next; None when all are used.
+    fn free_slot(&self) -> Option<usize> {
+        (0..self.n)
+            .find(|&r| self.ranges[r].base.is_null())
+            .or((self.n < MAX_RANGES).then_some(self.n))
     }
 }
 
@@ -264,13 +317,8 @@ pub fn take(len: usize, align: usize) -> Option<(*mut u8, usize)> {
                 let p = unsafe { a.ranges[r].base.add(g * GRANULE) };
                 return Some((p, ORIGIN_TAG | r));
             }
-            if a.n == MAX_RANGES {
-                return None;
-            }
-            FIRST_RANGE
-                .checked_shl(a.n as u32)
-                .unwrap_or(LARGEST_RANGE)
-                .min(LARGEST_RANGE)
+            a.free_slot()?;
+            a.next_size()
         };
         // Mapped without the lock; another thread may map one meanwhile (then both are kept).
         if !grow(want, len + align) {
@@ -303,7 +351,7 @@ fn grow(want: usize, least: usize) -> bool {
         return false;
     }
     let mut a = ARENAS.lock();
-    if a.n == MAX_RANGES {
+    let Some(r) = a.free_slot() else {
         drop(a);
         // SAFETY: both our own fresh mappings, unknown to anyone.
         unsafe {
@@ -311,14 +359,15 @@ fn grow(want: usize, least: usize) -> bool {
             os::unmap(meta.cast(), meta_len);
         }
         return false;
-    }
-    let r = a.n;
+    };
     a.ranges[r] = Range {
         base,
         granules,
         meta,
     };
-    a.n += 1;
+    a.n = a.n.max(r + 1);
+    a.live += 1;
+    a.idle += 1; // all free until the take it was mapped for
     a.total += granules;
     a.insert(r, 0, granules);
     true
@@ -335,10 +384,20 @@ pub unsafe fn give(base: *mut u8, len: usize, origin: usize) {
     // SAFETY: the span is ours and unused (caller).
     unsafe { os::purge(base, len) };
     let r = origin & !ORIGIN_TAG;
-    let mut a = ARENAS.lock();
-    let g = (base as usize - a.ranges[r].base as usize) / GRANULE;
-    debug_assert!(g + len / GRANULE <= a.ranges[r].granules);
-    a.give(r, g, len / GRANULE);
+    let gone = {
+        let mut a = ARENAS.lock();
+        let g = (base as usize - a.ranges[r].base as usize) / GRANULE;
+        debug_assert!(g + len / GRANULE <= a.ranges[r].granules);
+        a.give(r, g, len / GRANULE)
+    };
+    if let Some((range, meta_len)) = gone {
+        // SAFETY: the range left the arenas under the lock: all of it free, nobody's; its records
+        // are read by nobody either.
+        unsafe {
+            os::unmap(range.base, range.granules * GRANULE);
+            os::unmap(range.meta.cast(), meta_len);
+        }
+    }
 }
 
 /// Bytes free in the arenas and bytes of all their ranges (address space, not memory).
@@ -382,6 +441,9 @@ mod tests {
         let mut a = Arenas {
             ranges: [NO_RANGE; MAX_RANGES],
             n: 1,
+            live: 1,
+            idle: 1,
+            idle_max: 1,
             bins: [NIL; BINS],
             nonempty: 0,
             free: 0,
@@ -422,5 +484,24 @@ mod tests {
         assert_eq!(a.take(granules + 1, GRANULE), None);
         assert_eq!(a.take(granules, GRANULE), Some((0, 0)));
         assert_eq!(a.nonempty, 0);
+        assert_eq!(a.idle, 0);
+        // A second range: while the first is in use, the second, freed whole, stays (idle);
+        // then the first, freed whole too, leaves (one idle range is enough).
+        let mut meta2 = meta.clone();
+        a.ranges[1] = Range {
+            base: (2usize << 30) as *mut u8,
+            granules,
+            meta: meta2.as_mut_ptr(),
+        };
+        (a.n, a.live, a.idle) = (2, 2, 1);
+        a.insert(1, 0, granules);
+        assert_eq!(a.take(3, GRANULE), Some((1, 0)));
+        assert_eq!(a.idle, 0);
+        assert!(a.give(1, 0, 3).is_none(), "the only idle range stays");
+        assert_eq!(a.idle, 1);
+        let gone = a.give(0, 0, granules).expect("a second idle range leaves");
+        assert_eq!((gone.0.base, a.live, a.idle), (base, 1, 1));
+        assert_eq!(a.free_slot(), Some(0), "its slot takes the next range");
+        assert_eq!(a.take(granules, GRANULE), Some((1, 0)));
     }
 }
