@@ -42,7 +42,7 @@ use crate::checks::hardened;
 use crate::chunks::addr_map::{self, Kind};
 use crate::chunks::chunk::{self, CHUNK_SIZE, Chunk};
 use crate::chunks::link;
-use crate::{base::purger, base::settings, memory::span, os};
+use crate::{base::purger, base::settings, memory::arena, memory::span, os};
 use core::ptr;
 use core::sync::atomic::{AtomicUsize, Ordering};
 
@@ -123,6 +123,9 @@ struct Unit {
     split: bool,
     /// The first unit of a region with a [`GUARD`] below it, unmapped with the unit.
     guard: bool,
+    /// The arena its region was cut from ([`arena::owns`]), to which it goes back; else 0, a
+    /// mapping of its own.
+    origin: usize,
 }
 
 struct Regions {
@@ -175,7 +178,7 @@ impl Regions {
     /// Records the units of a fresh region `[m, m + len)`, all chunks free, `guard`ed below (its
     /// first unit then owns the [`GUARD`] bytes below `m`); false when the table cannot grow (the
     /// OS has no memory).
-    fn insert(&mut self, m: *mut u8, len: usize, huge: bool, guard: bool) -> bool {
+    fn insert(&mut self, m: *mut u8, len: usize, huge: bool, guard: bool, origin: usize) -> bool {
         let k = len / UNIT;
         if self.n + k > self.cap {
             let cap = (self.cap * 2).max(4096).max(self.n + k);
@@ -210,6 +213,7 @@ impl Regions {
                     huge,
                     split: false,
                     guard: guard && i == 0,
+                    origin,
                 });
             }
         }
@@ -317,9 +321,12 @@ impl Regions {
         // Not ours any more: a pointer into it is foreign from now on (the OS may map it to anyone).
         addr_map::set(Kind::Chunk, u.base, UNIT, false);
         // SAFETY: (caller) a whole, UNIT-aligned part of a region of ours (the whole region where a
-        // region is one unit), which nobody refers to.
+        // region is one unit), which nobody refers to; one cut from an arena goes back to it
+        // (purged there), its address space kept for the next region or span.
         unsafe {
-            if UNIT == REGION_CHUNKS * CHUNK_SIZE {
+            if arena::owns(u.origin) {
+                arena::give(u.base, UNIT, u.origin)
+            } else if UNIT == REGION_CHUNKS * CHUNK_SIZE {
                 os::unmap(u.base, UNIT)
             } else {
                 os::unmap_part(u.base, UNIT)
@@ -395,6 +402,13 @@ fn map_region(r: &mut Regions, len: usize) -> *mut u8 {
             MAPPED.load(Ordering::Relaxed) >= m.saturating_mul((1 << 20) / CHUNK_SIZE)
         }
     } && units_hold_huge_pages(os::huge_page_size());
+    // From an arena (no system call once the arenas hold the heap), unless the region needs a
+    // guard below it, which an arena's runs do not have.
+    if GUARD == 0 && len <= arena::MAX_SPAN {
+        if let Some((m, origin)) = arena::take(len, UNIT) {
+            return region_at(r, m, len, huge, origin);
+        }
+    }
     let g = os::map_aligned(len + GUARD, UNIT);
     if g.is_null() {
         return g;
@@ -427,9 +441,30 @@ fn map_region(r: &mut Regions, len: usize) -> *mut u8 {
         unmap_all();
         return ptr::null_mut();
     }
-    if !r.insert(m, len, huge, guard) {
+    if !r.insert(m, len, huge, guard, 0) {
         addr_map::set(Kind::Chunk, m, len, false);
         unmap_all();
+        return ptr::null_mut();
+    }
+    hardened::init_link_keys();
+    MAPPED.fetch_add(len / CHUNK_SIZE, Ordering::Relaxed);
+    m
+}
+
+/// [`map_region`]'s work for a region `[m, m + len)` cut from the arena `origin` (zeroed, whole
+/// units, UNIT-aligned); null, the region given back, when it cannot be recorded.
+fn region_at(r: &mut Regions, m: *mut u8, len: usize, huge: bool, origin: usize) -> *mut u8 {
+    // SAFETY: our own run of an arena, of whole units, UNIT-aligned: whole huge pages (when huge).
+    let huge = huge && unsafe { os::advise_huge(m, len) };
+    let recorded = addr_map::set(Kind::Chunk, m, len, true) && {
+        r.insert(m, len, huge, false, origin) || {
+            addr_map::set(Kind::Chunk, m, len, false);
+            false
+        }
+    };
+    if !recorded {
+        // SAFETY: just cut from that arena, unused, writable.
+        unsafe { arena::give(m, len, origin) };
         return ptr::null_mut();
     }
     hardened::init_link_keys();
@@ -892,7 +927,7 @@ mod tests {
         let m = os::map_aligned(len, UNIT);
         assert!(!m.is_null());
         let mut r = local();
-        assert!(r.insert(m, len, true, false));
+        assert!(r.insert(m, len, true, false, 0));
         assert_eq!((r.n, r.nfree), (2, 2));
         // Nine chunks: the first unit fills before the second is touched.
         let mut held: [*mut u8; 9] = [ptr::null_mut(); 9];
@@ -974,7 +1009,7 @@ mod tests {
         let m = os::map_aligned(len, UNIT);
         assert!(!m.is_null());
         let mut r = local();
-        assert!(r.insert(m, len, false, false));
+        assert!(r.insert(m, len, false, false, 0));
         let p = r.take();
         assert!(!r.is_huge(p));
         // SAFETY: a chunk of ours that nobody refers to; purged first, as `purge` does.
