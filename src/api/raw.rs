@@ -16,7 +16,7 @@
 use crate::base::size_class::{self, class_of};
 use crate::chunks::addr_map::{self, Kind};
 use crate::{
-    api::stats, base::settings, checks, chunks::chunk, memory::source, memory::span, os,
+    api::stats, base::settings, checks, chunks::chunk, memory::purge, memory::span, os,
     thread::heap,
 };
 use core::alloc::Layout;
@@ -198,7 +198,7 @@ pub unsafe fn free_sized(p: *mut u8, size: usize, align: usize) {
 #[cold]
 unsafe fn free_large(p: *mut u8) {
     // A freed span waits for reuse only while the purger can unmap it later (and this starts it).
-    let may_wait = source::ensure_purger();
+    let may_wait = purge::running();
     // SAFETY: forwarded.
     if let Some(usable) = unsafe { span::free(p, may_wait) } {
         heap::count_large(false, usable);
@@ -257,7 +257,7 @@ pub unsafe fn realloc(p: *mut u8, new_size: usize, align: usize) -> *mut u8 {
                 // Stays large: resize the span (moves pages, never copies).
                 checks::on_free(p);
                 // What the resize gives up waits as a freed span does (see `free_large`).
-                let may_wait = source::ensure_purger();
+                let may_wait = purge::running();
                 // SAFETY: a live span block; the span keeps the alignment its block had.
                 let (q, now) = unsafe { span::resize(p, new_size, may_wait) };
                 if !q.is_null() {

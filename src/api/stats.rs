@@ -7,7 +7,7 @@ use crate::base::stack_text::StackText;
 use crate::chunks::chunk::{self, CHUNK_SIZE};
 use crate::os::{self, Backend};
 #[cfg(poolalloc_pools)]
-use crate::{memory::source, memory::span, thread::heap};
+use crate::{memory::purge, memory::source, thread::heap};
 use core::fmt;
 
 /// Counters of one size class. Slots of a class's chunks are either `live` (held by the program),
@@ -324,8 +324,7 @@ pub(crate) fn trim_pools() {
     #[cfg(poolalloc_pools)]
     {
         heap::trim_current_thread();
-        source::trim();
-        span::expire(os::now_ms(), 0);
+        purge::trim();
     }
 }
 

@@ -1,6 +1,6 @@
 //! The foundations: the size classes, and the allocator's own small services on top of the OS
-//! layer: the lock, the block table, settings, text on the stack, the fatal exit, the purger's
-//! thread. Nothing here knows a chunk or a heap.
+//! layer: the lock, the block table, settings, text on the stack, the fatal exit. Nothing here
+//! knows a chunk or a heap.
 
 #[cfg(all(
     feature = "std",
@@ -17,8 +17,6 @@ pub(crate) mod contention;
 pub(crate) mod fatal;
 #[cfg(feature = "std")]
 pub(crate) mod lock;
-#[cfg(all(feature = "std", poolalloc_pools))]
-pub(crate) mod purger;
 #[cfg(feature = "std")]
 pub(crate) mod settings;
 pub(crate) mod size_class;

@@ -11,11 +11,11 @@
 //! no atomic read-modify-write). The memory promise holds either way: freed spans wait at most
 //! the purge delay (`span::expire`, from the purger's tick); a system block freed tells the purger,
 //! which trims the system allocator once the program stopped freeing large blocks for the purge
-//! delay (see `purger.rs`).
+//! delay (see `purge.rs`).
 
 use crate::base::settings::{self, LargeBlocks};
 use crate::chunks::addr_map::{self, Kind};
-use crate::{base::purger, checks::hardened, memory::source, memory::span, os};
+use crate::{checks::hardened, memory::purge, memory::span, os};
 use core::alloc::{GlobalAlloc, Layout};
 use core::ptr;
 use core::sync::atomic::{AtomicBool, Ordering};
@@ -24,8 +24,8 @@ use std::alloc::System;
 /// A large block went back to the system allocator: the purger will trim it once it is quiet.
 #[inline]
 fn given_back() {
-    purger::note_system_free();
-    source::ensure_purger();
+    purge::note_system_free();
+    purge::running();
 }
 
 #[inline]
@@ -109,7 +109,7 @@ pub unsafe fn alloc_zeroed(layout: Layout) -> *mut u8 {
 /// # Safety
 /// `p` is a live span block nobody uses after this.
 unsafe fn span_free(p: *mut u8) {
-    let may_wait = source::ensure_purger();
+    let may_wait = purge::running();
     // SAFETY: forwarded. (A pointer that is not a live block's start was caught by hardened's
     // table above; without it, `free` does nothing for one.)
     unsafe { span::free(p, may_wait) };
@@ -141,7 +141,7 @@ unsafe fn span_realloc(p: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         return p;
     }
     // What the resize gives up waits as a freed span does (see `span_free`).
-    let may_wait = source::ensure_purger();
+    let may_wait = purge::running();
     // SAFETY: as above; the span keeps the offset, so the alignment, its block had.
     let (q, _) = unsafe { span::resize(p, new_size, may_wait) };
     if !q.is_null() {

@@ -1,6 +1,9 @@
-//! Where memory comes from and goes: chunks (`source`: regions in 2 MiB units, retained empty and
-//! abandoned chunks, the purger's work), spans (`span`: a mapping, or a piece of one, per large
-//! block; `span_cache`: the freed ones waiting for reuse) and large blocks (`large`: the system allocator or spans).
+//! Where memory comes from and goes. Address space comes from the arenas (`arena`: large reserved
+//! ranges, free runs found through an index); chunks (`source`: regions in 2 MiB units, retained
+//! empty and abandoned chunks) and spans (`span`: an arena's run, or above 4 MiB a mapping of its
+//! own, per large block; `span_cache`: the freed ones waiting for reuse) are cut from them; large
+//! blocks (`large`: the system allocator or spans); purging (`purge`: the one delay policy, the
+//! purger thread, `trim`).
 //!
 //! Every byte a block can live in comes from here. The allocator's own bookkeeping maps from `os`
 //! where it lives, never handing out a byte of it: the address map (`chunks::addr_map`, one
@@ -10,6 +13,7 @@
 
 pub(crate) mod arena;
 pub(crate) mod large;
+pub(crate) mod purge;
 pub(crate) mod source;
 pub(crate) mod span;
 pub(crate) mod span_cache;

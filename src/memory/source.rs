@@ -42,7 +42,7 @@ use crate::checks::hardened;
 use crate::chunks::addr_map::{self, Kind};
 use crate::chunks::chunk::{self, CHUNK_SIZE, Chunk};
 use crate::chunks::link;
-use crate::{base::purger, base::settings, memory::arena, memory::span, os};
+use crate::{base::settings, memory::arena, os};
 use core::ptr;
 use core::sync::atomic::{AtomicUsize, Ordering};
 
@@ -618,17 +618,18 @@ fn take_empty(class: usize) -> *mut Chunk {
     c
 }
 
-/// Takes back a chunk whose slots are all free: retained, waiting for the purger, or purged now.
+/// Takes back a chunk whose slots are all free: retained, waiting for the purger (`purger_runs`:
+/// the caller asked `purge::running`), or purged now.
 ///
 /// # Safety
 /// `c` must be a live chunk that no heap owns, with `used == 0`, an empty remote list and no
 /// other reference to it.
-pub unsafe fn release(c: *mut Chunk) {
+pub unsafe fn release(c: *mut Chunk, purger_runs: bool) {
     // SAFETY: the caller hands the chunk over.
     let class = unsafe { (*c).class as usize };
     let retain = settings::retained_chunks();
     // Where memory cannot go back to the OS (wasm32), every empty chunk waits here, for any class.
-    let keep = !os::RETURNS_MEMORY || purger::running(tick);
+    let keep = !os::RETURNS_MEMORY || purger_runs;
     let mut l = CLASSES[class].lock();
     if l.nempty < retain || keep {
         // SAFETY: as above; we hold the class lock.
@@ -650,17 +651,17 @@ pub unsafe fn release(c: *mut Chunk) {
 
 /// Takes back a chunk whatever its slots hold (a dropped `Heap`'s: none is referred to any more):
 /// its header starts over (nothing carved, no slot counted, no remote frees) and it is released
-/// as an empty one.
+/// as an empty one (`purger_runs` as for [`release`]).
 ///
 /// # Safety
 /// `c` must be a live chunk that no heap owns and no other thread touches (no slot of it live,
 /// none waiting in a remote-free batch).
-pub unsafe fn discard(c: *mut Chunk) {
+pub unsafe fn discard(c: *mut Chunk, purger_runs: bool) {
     // SAFETY: the caller hands the chunk over; its base is CHUNK_SIZE-aligned, ours, read-write.
     unsafe {
         let class = (*c).class as usize;
         let c = chunk::init(chunk::base(c), class);
-        release(c);
+        release(c, purger_runs);
     }
 }
 
@@ -728,7 +729,9 @@ pub fn collected(class: usize) -> usize {
     COLLECTED[class].load(Ordering::Relaxed)
 }
 
-/// Releases each chunk of a list linked through `next` (`purge_now`: straight to the OS).
+/// Releases each chunk of a list linked through `next` (`purge_now`: straight to the OS; else
+/// they may wait for the purger: only the purger's own period and `trim` call this, and where
+/// `trim` does not purge now, memory never goes back, so empty chunks wait anyway).
 ///
 /// # Safety
 /// Every chunk on the list must satisfy [`release`]'s contract.
@@ -742,7 +745,7 @@ unsafe fn release_list(mut c: *mut Chunk, purge_now: bool) {
                 HELD.fetch_sub(1, Ordering::Relaxed);
                 purge(c);
             } else {
-                release(c);
+                release(c, true);
             }
             c = next;
         }
@@ -839,18 +842,12 @@ pub struct Counts {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// The purger's work (its thread: `purger.rs`).
+// The chunks' part of a purge period (the thread and the policy: `purge.rs`).
 
-/// Starts the purger if it is not running yet (thread exit calls this: abandoned chunks need it;
-/// a span given up too, freed or resized, which waits for reuse above 4 MiB only while it runs).
-/// Whether it runs.
-pub fn ensure_purger() -> bool {
-    purger::running(tick)
-}
-
-/// One period of the purger: reaps abandoned chunks that became empty, gives back empty chunks
-/// beyond the retained ones that waited `delay_ms`, and expires cached spans likewise.
-fn tick(now: u32, delay_ms: u32) {
+/// Reaps abandoned chunks that became empty and gives back the empty chunks beyond the retained
+/// ones that waited `delay_ms` at `now`, and free chunks kept in huge pages above their bound for
+/// that long.
+pub fn purge_expired(now: u32, delay_ms: u32) {
     let retain = settings::retained_chunks();
     for class in 0..NUM_CLASSES {
         let reaped = reap_abandoned(class);
@@ -871,8 +868,6 @@ fn tick(now: u32, delay_ms: u32) {
             r.over_since = None;
         }
     }
-    drop(r);
-    span::expire(now, delay_ms);
 }
 
 // ---------------------------------------------------------------------------------------------------

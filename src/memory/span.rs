@@ -245,7 +245,7 @@ pub unsafe fn stays(p: *mut u8, new_size: usize) -> bool {
 
 /// Gives up the span (or piece of one) `[base, base + len)` of mapping `origin`, whatever gave it
 /// up (a free, a shrink's tail, the span a block moved out of): the one rule for what waits for
-/// reuse. `may_wait`: the purger runs (the caller asked `source::ensure_purger`), so it will be
+/// reuse. `may_wait`: the purger runs (the caller asked `purge::running`), so it will be
 /// unmapped after the purge delay: any span may wait. Else only one of up to `SMALL_SPAN` does,
 /// and a bigger one is unmapped at once. (The cache's budget may unmap it or older ones anyway.)
 ///
@@ -670,7 +670,10 @@ pub(crate) mod tests {
         // come from the arenas too).
         expire(os::now_ms(), 0);
         let (free_bytes, total) = arena::bytes();
-        assert!(free_bytes >= 300 * 70_000, "the spans' runs back in the index");
+        assert!(
+            free_bytes >= 300 * 70_000,
+            "the spans' runs back in the index"
+        );
         let second = build();
         assert_eq!(arena::bytes().1, total, "no new range for the same heap");
         for p in second {

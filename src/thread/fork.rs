@@ -7,7 +7,7 @@
 //! The heap, which installs the hooks on its first use, hands in its own lock functions, so this
 //! module does not import the heap (the heap imports it).
 
-use crate::{base::purger, checks, memory::source, memory::span, os};
+use crate::{checks, memory::purge, memory::source, memory::span, os};
 use core::sync::atomic::{AtomicPtr, Ordering};
 
 /// The heap's lock and unlock functions, stored by [`install`].
@@ -49,7 +49,7 @@ unsafe fn release(child: bool) {
     }
     if child {
         // The purger thread does not exist in the child: the next empty chunk starts a new one.
-        purger::forget_after_fork();
+        purge::forget_after_fork();
     }
 }
 

@@ -1,6 +1,10 @@
-//! The purger: a background thread that, every period, gives expired empty chunks and cached
-//! spans back to the OS and reaps abandoned chunks whose blocks were freed. Its work is the chunk
-//! source's (`source::tick`, handed in); this file owns the thread and its state.
+//! Purging, in one place: one policy (the purge delay: memory freed and not reused for that long
+//! goes back to the OS) for chunk memory and span memory alike, applied by one background thread
+//! started from here alone ([`running`]), and [`trim`], which applies it with a delay of zero.
+//! Every period the thread reaps abandoned chunks whose blocks were freed and gives back the empty
+//! chunks that waited the delay (`source::purge_expired`), then the freed spans that waited it
+//! (`span::expire`: to their arena, purged, or to the OS). The layers below know nothing of the
+//! thread: the chunk source is told by its caller whether the purger runs.
 //!
 //! It also keeps the memory promise for `PoolAlloc`'s large blocks, which the system allocator
 //! holds: glibc keeps freed blocks in its arenas (only the top of a heap above a threshold goes
@@ -15,15 +19,12 @@
 //! chunks beyond the retained ones go back at once. A delay of zero never starts it. The delay is a
 //! setting (`settings.rs`: `POOLALLOC_PURGE_DELAY_MS`, `set_purge_delay`).
 
+use crate::memory::{source, span};
 use crate::{base::settings, os};
-use core::ptr;
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 /// 0: not started; 1: running; 2: could not be started.
 static STATE: AtomicU8 = AtomicU8::new(0);
-
-/// The work of one period, `tick(now_ms, delay_ms)`, stored before the thread starts.
-static TICK: AtomicPtr<()> = AtomicPtr::new(ptr::null_mut());
 
 /// Set when a large block went back to the system allocator since the purger last looked.
 static SYSTEM_FREED: AtomicBool = AtomicBool::new(false);
@@ -38,28 +39,28 @@ pub fn note_system_free() {
     }
 }
 
-/// Whether empty chunks may wait for the purger: the delay is not zero and the purger runs
-/// (started here, with `tick` as its work, if it was not yet).
-pub fn running(tick: fn(u32, u32)) -> bool {
+/// Whether freed memory may wait for the purger: the delay is not zero and the purger runs
+/// (started here if it was not yet). Called where memory is given up: an empty chunk, an
+/// abandoned one, a freed span or large block.
+pub fn running() -> bool {
     if settings::purge_delay_ms() == 0 {
         return false;
     }
     match STATE.load(Ordering::Acquire) {
         1 => true,
         2 => false,
-        _ => start(tick),
+        _ => start(),
     }
 }
 
 #[cold]
-fn start(tick: fn(u32, u32)) -> bool {
+fn start() -> bool {
     if STATE
         .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
         .is_err()
     {
         return STATE.load(Ordering::Acquire) == 1;
     }
-    TICK.store(tick as *mut (), Ordering::Release);
     if !os::spawn_purger(main) {
         STATE.store(2, Ordering::Release);
         settings::anomaly(format_args!(
@@ -72,9 +73,6 @@ fn start(tick: fn(u32, u32)) -> bool {
 
 /// The thread's body: sleep half the delay (10 to 100 ms), then one tick, for ever.
 fn main() {
-    // SAFETY: TICK holds the `fn(u32, u32)` start stored before spawning this thread.
-    let tick: fn(u32, u32) =
-        unsafe { core::mem::transmute::<*mut (), fn(u32, u32)>(TICK.load(Ordering::Acquire)) };
     // When the last period that saw a large block go back to the system allocator ended, if the
     // system allocator has not been trimmed since.
     let mut system_freed_at: Option<u32> = None;
@@ -93,6 +91,20 @@ fn main() {
             os::trim_system_allocator();
         }
     }
+}
+
+/// One period: the chunks, then the spans, that waited `delay_ms` at `now` go back.
+fn tick(now: u32, delay_ms: u32) {
+    source::purge_expired(now, delay_ms);
+    span::expire(now, delay_ms);
+}
+
+/// Everything that can go back now, whatever its wait: abandoned chunks that became empty, every
+/// empty chunk and free chunk kept in a huge page (where memory can go back at all), every
+/// waiting span.
+pub fn trim() {
+    source::trim();
+    span::expire(os::now_ms(), 0);
 }
 
 /// In a forked child: the purger thread does not exist there; the next empty chunk starts one.
