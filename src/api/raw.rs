@@ -15,10 +15,7 @@
 
 use crate::base::size_class::{self, class_of};
 use crate::chunks::addr_map::{self, Kind};
-use crate::{
-    api::stats, base::settings, checks, chunks::chunk, memory::purge, memory::span, os,
-    thread::heap,
-};
+use crate::{api::stats, base::settings, checks, chunks::chunk, memory::large, os, thread::heap};
 use core::alloc::Layout;
 use core::ptr;
 
@@ -35,7 +32,7 @@ pub fn alloc(size: usize, align: usize) -> *mut u8 {
     let size = size.max(1);
     let p = match class_of(size, align) {
         Some(c) => small(c),
-        None => large(size, align).0,
+        None => new_large(size, align, false),
     };
     checks::on_alloc(p, size);
     p
@@ -52,13 +49,13 @@ fn small(c: usize) -> *mut u8 {
 }
 
 #[cold]
-fn large(size: usize, align: usize) -> (*mut u8, bool) {
-    let (p, fresh) = span::alloc(size, align);
+fn new_large(size: usize, align: usize, zeroed: bool) -> *mut u8 {
+    let p = large::span_alloc(size, align, zeroed);
     if !p.is_null() {
         // SAFETY: p is a live span block just allocated.
-        heap::count_large(true, unsafe { span::usable(p) });
+        heap::count_large(true, unsafe { large::span_usable(p) });
     }
-    (p, fresh)
+    p
 }
 
 /// A block of at least `size` bytes (at least one) aligned as C's `malloc` promises: 16 bytes for
@@ -72,7 +69,7 @@ pub fn malloc(size: usize) -> *mut u8 {
     }
     let p = match size_class::class_of_malloc(size) {
         Some(c) => small(c),
-        None => large(size, 16).0,
+        None => new_large(size, 16, false),
     };
     checks::on_alloc(p, size);
     p
@@ -96,14 +93,8 @@ pub fn alloc_zeroed(size: usize, align: usize) -> *mut u8 {
             }
             p
         }
-        None => {
-            let (p, fresh) = large(size, align);
-            if !p.is_null() && !fresh {
-                // SAFETY: a reused span block holds at least size bytes; fresh ones are zero.
-                unsafe { ptr::write_bytes(p, 0, size) };
-            }
-            p
-        }
+        // A reused span is zeroed there; fresh memory is zero already.
+        None => new_large(size, align, true),
     };
     checks::on_alloc(p, size);
     p
@@ -125,7 +116,7 @@ fn owner(p: *mut u8) -> Owner {
     match addr_map::kind_of(p) {
         // SAFETY: the map says p's granule is one of our mapped chunks, so its header is readable.
         Kind::Chunk => Owner::Small(unsafe { (*chunk::of(p)).class } as usize),
-        Kind::Span if span::is_block(p) => Owner::Large,
+        Kind::Span if large::is_span_block(p) => Owner::Large,
         Kind::Span => {
             checks::on_invalid_pointer(p, "free or realloc");
             Owner::Foreign
@@ -197,10 +188,8 @@ pub unsafe fn free_sized(p: *mut u8, size: usize, align: usize) {
 
 #[cold]
 unsafe fn free_large(p: *mut u8) {
-    // A freed span waits for reuse only while the purger can unmap it later (and this starts it).
-    let may_wait = purge::running();
     // SAFETY: forwarded.
-    if let Some(usable) = unsafe { span::free(p, may_wait) } {
+    if let Some(usable) = unsafe { large::span_free(p) } {
         heap::count_large(false, usable);
     }
 }
@@ -217,7 +206,7 @@ pub unsafe fn usable_size(p: *mut u8) -> Option<usize> {
     match owner(p) {
         Owner::Small(c) => Some(size_class::size_of(c)),
         // SAFETY: a live span block (owner checked its header).
-        Owner::Large => Some(unsafe { span::usable(p) }),
+        Owner::Large => Some(unsafe { large::span_usable(p) }),
         Owner::Foreign => None,
     }
 }
@@ -248,19 +237,16 @@ pub unsafe fn realloc(p: *mut u8, new_size: usize, align: usize) -> *mut u8 {
         }
         Owner::Large => {
             // SAFETY: a live span block.
-            if unsafe { span::stays(p, new_size) } {
+            if unsafe { large::span_stays(p, new_size) } {
                 return resized_in_place(p, new_size);
             }
             // SAFETY: as above.
-            let usable = unsafe { span::usable(p) };
+            let usable = unsafe { large::span_usable(p) };
             if class_of(new_size, align).is_none() {
                 // Stays large: resize the span (moves pages, never copies).
                 checks::on_free(p);
-                // What the resize gives up waits as a freed span does (see `free_large`).
-                let may_wait = purge::running();
                 // SAFETY: a live span block; the span keeps the alignment its block had.
-                let (q, now) = unsafe { span::resize(p, new_size, may_wait) };
-                if !q.is_null() {
+                if let Some((q, now)) = unsafe { large::span_resize(p, new_size) } {
                     heap::count_large(false, usable);
                     heap::count_large(true, now);
                     checks::on_alloc(q, new_size);

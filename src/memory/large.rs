@@ -7,6 +7,12 @@
 //! block comes from; a block is freed or resized where it came from, told by the address map (span
 //! granules are marked there; a system block's are not), so the setting may change at any time.
 //!
+//! This is the one entry for large blocks: `PoolAlloc` (through the thread heap) calls
+//! [`alloc`], [`alloc_zeroed`], [`dealloc`] and [`realloc`]; the size-less interface (`raw`, the C
+//! library), whose large blocks are always spans, calls the span functions under them
+//! ([`span_alloc`], [`span_free`], [`span_resize`], [`span_usable`], [`is_span_block`]), so a freed
+//! or resized span follows one rule for what waits and one start of the purger, whoever frees it.
+//!
 //! Not counted here: the callers count through their thread's heap (`heap::large_alloc` & co.,
 //! no atomic read-modify-write). The memory promise holds either way: freed spans wait at most
 //! the purge delay (`span::expire`, from the purger's tick); a system block freed tells the purger,
@@ -65,6 +71,77 @@ fn is_span(p: *mut u8) -> bool {
     addr_map::kind_of(p) == Kind::Span
 }
 
+/// A span block of at least `size` bytes (non-zero) aligned to `align` (a power of two), its first
+/// `size` bytes zeroed when `zeroed` (only a reused span needs it: fresh memory is zero); null
+/// when out of memory or the size is absurd.
+pub fn span_alloc(size: usize, align: usize, zeroed: bool) -> *mut u8 {
+    let (p, fresh) = span::alloc(size, align);
+    if zeroed && !fresh && !p.is_null() {
+        // SAFETY: p is a live span block of at least `size` bytes, ours alone.
+        unsafe { ptr::write_bytes(p, 0, size) };
+    }
+    p
+}
+
+/// Whether `p`, in a granule the address map marks as a span's, is a live span block's start.
+#[inline]
+pub fn is_span_block(p: *mut u8) -> bool {
+    span::is_block(p)
+}
+
+/// The usable size of the live span block `p`.
+///
+/// # Safety
+/// `p` is a live span block.
+#[inline]
+pub unsafe fn span_usable(p: *mut u8) -> usize {
+    // SAFETY: forwarded.
+    unsafe { span::usable(p) }
+}
+
+/// Whether the live span block `p` keeps its place resized to `new_size` bytes (it holds them
+/// and they use at least half of it).
+///
+/// # Safety
+/// `p` is a live span block.
+#[inline]
+pub unsafe fn span_stays(p: *mut u8, new_size: usize) -> bool {
+    // SAFETY: forwarded.
+    unsafe { span::stays(p, new_size) }
+}
+
+/// Frees the span block `p`: it waits for reuse as `span::give_up` says (only while the purger
+/// can give it back later, and this starts it). Its usable size, or None when `p` is not a live
+/// span block (nothing is done then).
+///
+/// # Safety
+/// `p` is in a granule the address map marks as a span's; if it is a live block, nobody uses it
+/// after this.
+pub unsafe fn span_free(p: *mut u8) -> Option<usize> {
+    let may_wait = purge::running();
+    // SAFETY: forwarded.
+    unsafe { span::free(p, may_wait) }
+}
+
+/// Resizes the live span block `p` to `new_size` bytes, keeping its contents and alignment: in
+/// place when its usable size still fits well, else by growing or shrinking its span, moving its
+/// pages or copying into another span (what it gives up waits as [`span_free`]'s does). The block
+/// and its usable size, or None when out of memory (`p` is untouched then; the caller may copy
+/// into a block of its own).
+///
+/// # Safety
+/// `p` is a live span block; `new_size` is non-zero.
+pub unsafe fn span_resize(p: *mut u8, new_size: usize) -> Option<(*mut u8, usize)> {
+    // SAFETY: p is a live span block (caller).
+    unsafe {
+        if span_stays(p, new_size) {
+            return Some((p, span::usable(p)));
+        }
+        let (q, usable) = span::resize(p, new_size, purge::running());
+        (!q.is_null()).then_some((q, usable))
+    }
+}
+
 /// A new large block of `layout` from the source the setting names, zeroed when `zeroed`; null
 /// when out of memory.
 ///
@@ -72,13 +149,7 @@ fn is_span(p: *mut u8) -> bool {
 /// `layout` has a non-zero size.
 unsafe fn fresh(layout: Layout, zeroed: bool) -> *mut u8 {
     if spans() {
-        let (p, fresh) = span::alloc(layout.size(), layout.align());
-        if zeroed && !fresh && !p.is_null() {
-            // SAFETY: p is a live span block of at least layout.size() bytes, ours alone (a
-            // fresh mapping is zero already).
-            unsafe { ptr::write_bytes(p, 0, layout.size()) };
-        }
-        p
+        span_alloc(layout.size(), layout.align(), zeroed)
     } else if zeroed {
         // SAFETY: a non-zero layout (caller); calloc knows which pages are fresh and need no
         // zeroing.
@@ -103,24 +174,14 @@ pub unsafe fn alloc_zeroed(layout: Layout) -> *mut u8 {
     checked(unsafe { fresh(layout, true) })
 }
 
-/// Frees the span block `p` (a span is kept for reuse only while the purger can unmap it later,
-/// and this starts it).
-///
-/// # Safety
-/// `p` is a live span block nobody uses after this.
-unsafe fn span_free(p: *mut u8) {
-    let may_wait = purge::running();
-    // SAFETY: forwarded. (A pointer that is not a live block's start was caught by hardened's
-    // table above; without it, `free` does nothing for one.)
-    unsafe { span::free(p, may_wait) };
-}
-
 /// # Safety
 /// As `GlobalAlloc::dealloc`, for a block from this module.
 pub unsafe fn dealloc(p: *mut u8, layout: Layout) {
     hardened::on_large_free(p, false);
     if is_span(p) {
-        // SAFETY: forwarded contract; the address map says p's granule is a span's.
+        // SAFETY: forwarded contract; the address map says p's granule is a span's. (A pointer
+        // that is not a live block's start was caught by hardened's table above; without it,
+        // nothing is done for one.)
         unsafe { span_free(p) };
     } else {
         // SAFETY: forwarded contract.
@@ -136,15 +197,9 @@ pub unsafe fn dealloc(p: *mut u8, layout: Layout) {
 /// # Safety
 /// `p` is a live span block of `layout`; `new_size` is large and valid for `layout.align()`.
 unsafe fn span_realloc(p: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-    // SAFETY: p is a live span block (caller).
-    if unsafe { span::stays(p, new_size) } {
-        return p;
-    }
-    // What the resize gives up waits as a freed span does (see `span_free`).
-    let may_wait = purge::running();
-    // SAFETY: as above; the span keeps the offset, so the alignment, its block had.
-    let (q, _) = unsafe { span::resize(p, new_size, may_wait) };
-    if !q.is_null() {
+    // SAFETY: p is a live span block (caller); the span keeps the offset, so the alignment, its
+    // block had.
+    if let Some((q, _)) = unsafe { span_resize(p, new_size) } {
         return q;
     }
     // SAFETY: new_size (large, so non-zero) with layout's alignment is a valid layout (caller).
