@@ -126,6 +126,27 @@ struct Unit {
     /// The arena its region was cut from ([`arena::owns`]), to which it goes back; else 0, a
     /// mapping of its own.
     origin: usize,
+    /// Its neighbours (their bases; null at an end) in its bucket's list, while it has a free
+    /// chunk ([`bucket`]).
+    next: *mut u8,
+    prev: *mut u8,
+}
+
+/// Buckets of units with a free chunk: by held chunks (0 to `UNIT_CHUNKS - 1`), and whether one
+/// is dirty.
+const BUCKETS: usize = 2 * UNIT_CHUNKS;
+const _: () = assert!(BUCKETS <= 16);
+
+/// The bucket of unit `u` (its held chunks, twice, plus one when a free chunk is dirty), or None
+/// when it has no free chunk. A higher bucket is a fuller unit, the dirty one first: the filler's
+/// order, so the next chunk comes from the highest non-empty bucket and the purger's next dirty
+/// chunk from the lowest odd one.
+fn bucket(u: &Unit) -> Option<usize> {
+    if u.free == 0 {
+        return None;
+    }
+    let held = UNIT_CHUNKS - u.free.count_ones() as usize;
+    Some(held * 2 + usize::from(u.dirty != 0))
 }
 
 struct Regions {
@@ -140,6 +161,11 @@ struct Regions {
     dirty: usize,
     /// Since when `dirty` has been above the bound (see [`DIRTY_MIN_CHUNKS`]), if it is.
     over_since: Option<u32>,
+    /// The index of units with a free chunk: each bucket's first unit (its base; null: none),
+    /// and a bit per non-empty bucket. A chunk is taken, and a dirty chunk purged, through it in
+    /// a few steps whatever the number of units (no scan under the lock).
+    heads: [*mut u8; BUCKETS],
+    filled: u16,
 }
 
 // SAFETY: the raw pointers name OS mappings owned by the source; access is serialised by the lock.
@@ -157,7 +183,51 @@ impl Regions {
             nfree: 0,
             dirty: 0,
             over_since: None,
+            heads: [ptr::null_mut(); BUCKETS],
+            filled: 0,
         }
+    }
+
+    /// The index of the unit based at `base` (a unit recorded).
+    fn at(&mut self, base: *mut u8) -> usize {
+        let Ok(i) = self.find(base) else {
+            unreachable!("a unit of the buckets is recorded")
+        };
+        i
+    }
+
+    /// Takes unit `i` out of its bucket (before its `free` or `dirty` change, or it goes).
+    fn unlink(&mut self, i: usize) {
+        let u = self.units()[i];
+        let Some(b) = bucket(&u) else { return };
+        if u.prev.is_null() {
+            self.heads[b] = u.next;
+            if u.next.is_null() {
+                self.filled &= !(1 << b);
+            }
+        } else {
+            let j = self.at(u.prev);
+            self.units()[j].next = u.next;
+        }
+        if !u.next.is_null() {
+            let j = self.at(u.next);
+            self.units()[j].prev = u.prev;
+        }
+    }
+
+    /// Puts unit `i` first in its bucket (after its `free` or `dirty` changed, or it came).
+    fn link(&mut self, i: usize) {
+        let u = self.units()[i];
+        let Some(b) = bucket(&u) else { return };
+        let head = self.heads[b];
+        if !head.is_null() {
+            let j = self.at(head);
+            self.units()[j].prev = u.base;
+        }
+        let u = &mut self.units()[i];
+        (u.next, u.prev) = (head, ptr::null_mut());
+        self.heads[b] = u.base;
+        self.filled |= 1 << b;
     }
 
     fn units(&mut self) -> &mut [Unit] {
@@ -214,30 +284,28 @@ impl Regions {
                     split: false,
                     guard: guard && i == 0,
                     origin,
+                    next: ptr::null_mut(),
+                    prev: ptr::null_mut(),
                 });
             }
         }
         self.n += k;
         self.nfree += k;
+        for i in at..at + k {
+            self.link(i);
+        }
         true
     }
 
     /// A free chunk of the fullest unit that has one (a dirty one first: its pages are resident),
     /// or null when every chunk is held.
     fn take(&mut self) -> *mut u8 {
-        let mut best: Option<(usize, (u32, bool))> = None;
-        for (i, u) in self.units().iter().enumerate() {
-            if u.free == 0 {
-                continue;
-            }
-            let rank = (u.free.count_zeros(), u.dirty != 0);
-            if best.is_none_or(|(_, r)| rank > r) {
-                best = Some((i, rank));
-            }
-        }
-        let Some((i, _)) = best else {
+        if self.filled == 0 {
             return ptr::null_mut();
-        };
+        }
+        let b = 15 - self.filled.leading_zeros() as usize;
+        let i = self.at(self.heads[b]);
+        self.unlink(i);
         let (mut nfree, mut dirty) = (self.nfree, self.dirty);
         let u = &mut self.units()[i];
         if u.free == ALL {
@@ -253,6 +321,7 @@ impl Regions {
         // SAFETY: chunk `bit`'s index lies inside the unit.
         let p = unsafe { u.base.add(bit.trailing_zeros() as usize * CHUNK_SIZE) };
         (self.nfree, self.dirty) = (nfree, dirty);
+        self.link(i);
         p
     }
 
@@ -273,6 +342,7 @@ impl Regions {
             unreachable!("every chunk lies in a recorded unit")
         };
         let bit = 1u8 << ((base as usize & (UNIT - 1)) / CHUNK_SIZE);
+        self.unlink(i);
         let u = self.units()[i];
         debug_assert_eq!(u.free & bit, 0);
         let free = u.free | bit;
@@ -286,6 +356,7 @@ impl Regions {
             self.units()[i].free = free;
             self.units()[i].dirty |= bit;
             self.dirty += 1;
+            self.link(i);
             return;
         }
         // Purged from here on: this chunk (by the caller already, or with its unit below), and
@@ -293,7 +364,8 @@ impl Regions {
         PURGED.fetch_add(1 + was_dirty, Ordering::Relaxed);
         self.dirty -= was_dirty;
         if free == ALL && self.nfree >= FREE_UNITS_MAX {
-            // SAFETY: every chunk of the unit is free: nobody refers to any of them.
+            // SAFETY: every chunk of the unit is free: nobody refers to any of them. (Out of its
+            // bucket already.)
             unsafe { self.remove(i) };
             return;
         }
@@ -310,12 +382,13 @@ impl Regions {
             u.split = false;
             self.nfree += 1;
         }
+        self.link(i);
     }
 
     /// Unmaps unit `i`, whose chunks are all free, and forgets it.
     ///
     /// # Safety
-    /// Nobody refers to any chunk of the unit.
+    /// Nobody refers to any chunk of the unit; it is out of its bucket ([`Regions::unlink`]).
     unsafe fn remove(&mut self, i: usize) {
         let u = self.units()[i];
         // Not ours any more: a pointer into it is foreign from now on (the OS may map it to anyone).
@@ -343,14 +416,13 @@ impl Regions {
     /// Purges dirty chunks, from the emptiest units first, until at most `bound` are left.
     fn purge_dirty(&mut self, bound: usize) {
         while self.dirty > bound {
-            let mut best: Option<(usize, u32)> = None;
-            for (i, u) in self.units().iter().enumerate() {
-                let held = u.free.count_zeros();
-                if u.dirty != 0 && best.is_none_or(|(_, h)| held < h) {
-                    best = Some((i, held));
-                }
+            // The emptiest unit with a dirty chunk: the lowest odd bucket.
+            let dirty_buckets = self.filled & 0xaaaa;
+            if dirty_buckets == 0 {
+                break;
             }
-            let Some((i, _)) = best else { break };
+            let i = self.at(self.heads[dirty_buckets.trailing_zeros() as usize]);
+            self.unlink(i);
             let u = &mut self.units()[i];
             let bit = u.dirty & u.dirty.wrapping_neg();
             // SAFETY: a free chunk of ours: nobody refers to it.
@@ -363,6 +435,7 @@ impl Regions {
             u.dirty &= !bit;
             u.split = true;
             self.dirty -= 1;
+            self.link(i);
             PURGED.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -905,6 +978,50 @@ mod tests {
 
     fn unit_of(p: *mut u8) -> usize {
         p as usize & !(UNIT - 1)
+    }
+
+    /// 64 GiB of address space in units (32 768 of them, a sparse reservation nothing touches):
+    /// the filler still takes the fullest unit's chunks first and a chunk given back is the next
+    /// one taken, through the buckets (each step a few list operations, not a pass over the units,
+    /// which this size would make slow under the lock).
+    #[test]
+    #[cfg_attr(miri, ignore = "64 GiB of address space")]
+    fn the_filler_indexes_64_gib_of_units() {
+        if UNIT_CHUNKS != 8 || cfg!(target_pointer_width = "32") {
+            return;
+        }
+        let len = 64usize << 30;
+        let raw = os::map_sparse(len + UNIT);
+        if raw.is_null() {
+            // Strict overcommit (vm.overcommit_memory = 2) refuses it: nothing to index.
+            std::eprintln!("skipped: no 64 GiB of address space here");
+            return;
+        }
+        let m = raw.wrapping_add(raw.align_offset(UNIT));
+        let mut r = local();
+        assert!(r.insert(m, len, false, false, 0));
+        assert_eq!(r.nfree, len / UNIT);
+        let taken: std::vec::Vec<*mut u8> = (0..20).map(|_| r.take()).collect();
+        // Eight from one unit, eight from another, four from a third.
+        for (k, group) in taken.chunks(8).enumerate() {
+            assert!(
+                group.iter().all(|&p| unit_of(p) == unit_of(group[0])),
+                "group {k}"
+            );
+        }
+        assert_ne!(unit_of(taken[0]), unit_of(taken[8]));
+        assert_eq!(r.nfree, len / UNIT - 3);
+        // One back (purged by its giver) into the second, full, unit: the fullest with a free
+        // chunk now (7 held against the third's 4), so it is the next one taken.
+        // SAFETY: a chunk of ours nobody refers to; nothing is read or written there.
+        unsafe { r.give_back(taken[9], true) };
+        assert_eq!(r.take(), taken[9]);
+        assert_eq!(unit_of(r.take()), unit_of(taken[16]));
+        // SAFETY: the table's mapping and the reservation are ours; nothing refers to them now.
+        unsafe {
+            os::unmap(r.units.cast(), r.cap * size_of::<Unit>());
+            os::unmap(raw, len + UNIT);
+        }
     }
 
     /// A local table over a mapping of two units of our own (not the process's source): the
