@@ -932,7 +932,13 @@ mod tests {
     fn every_source_passes_the_bounds() {
         let kinds = [
             (Kind::Number { max: 1000 }, 1001, 1000),
-            (Kind::Number { max: MAX_DELAY_MS }, 1 << 32, MAX_DELAY_MS),
+            // 2^32 ms where a usize holds it (64-bit targets), else the largest usize: past the
+            // bound either way.
+            (
+                Kind::Number { max: MAX_DELAY_MS },
+                usize::try_from(1u64 << 32).unwrap_or(usize::MAX),
+                MAX_DELAY_MS,
+            ),
             (Kind::Switch, 2, 1),
             (Kind::Factor, 1000, 1001),
             (Kind::Factor, MAX_PROF_PEAK_MILLI + 1, MAX_PROF_PEAK_MILLI),
