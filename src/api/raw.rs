@@ -32,7 +32,7 @@ pub fn alloc(size: usize, align: usize) -> *mut u8 {
     let size = size.max(1);
     let p = match class_of(size, align) {
         Some(c) => small(c),
-        None => new_large(size, align, false),
+        None => new_large(size, align, Large::Plain),
     };
     checks::on_alloc(p, size);
     p
@@ -48,9 +48,23 @@ fn small(c: usize) -> *mut u8 {
     p
 }
 
+/// What a new large block is for.
+#[derive(Clone, Copy)]
+enum Large {
+    Plain,
+    /// Its first bytes zeroed.
+    Zeroed,
+    /// A block that grew out of the classes ([`large::span_alloc_grown`]).
+    Grown,
+}
+
 #[cold]
-fn new_large(size: usize, align: usize, zeroed: bool) -> *mut u8 {
-    let p = large::span_alloc(size, align, zeroed);
+fn new_large(size: usize, align: usize, how: Large) -> *mut u8 {
+    let p = match how {
+        Large::Plain => large::span_alloc(size, align, false),
+        Large::Zeroed => large::span_alloc(size, align, true),
+        Large::Grown => large::span_alloc_grown(size, align),
+    };
     if !p.is_null() {
         // SAFETY: p is a live span block just allocated.
         heap::count_large(true, unsafe { large::span_usable(p) });
@@ -69,7 +83,7 @@ pub fn malloc(size: usize) -> *mut u8 {
     }
     let p = match size_class::class_of_malloc(size) {
         Some(c) => small(c),
-        None => new_large(size, 16, false),
+        None => new_large(size, 16, Large::Plain),
     };
     checks::on_alloc(p, size);
     p
@@ -94,7 +108,7 @@ pub fn alloc_zeroed(size: usize, align: usize) -> *mut u8 {
             p
         }
         // A reused span is zeroed there; fresh memory is zero already.
-        None => new_large(size, align, true),
+        None => new_large(size, align, Large::Zeroed),
     };
     checks::on_alloc(p, size);
     p
@@ -224,7 +238,8 @@ pub unsafe fn realloc(p: *mut u8, new_size: usize, align: usize) -> *mut u8 {
         return alloc(new_size, align);
     }
     let new_size = new_size.max(1);
-    let old = match owner(p) {
+    let owner = owner(p);
+    let old = match owner {
         Owner::Small(c) => {
             let usable = size_class::size_of(c);
             checks::check_live(p, usable, 1);
@@ -268,7 +283,14 @@ pub unsafe fn realloc(p: *mut u8, new_size: usize, align: usize) -> *mut u8 {
             return q;
         }
     };
-    let q = alloc(new_size, align);
+    let q = if matches!(owner, Owner::Small(_)) && class_of(new_size, align).is_none() {
+        // Out of the classes: a large block likely to grow again (`span::alloc_grown`).
+        let q = new_large(new_size, align, Large::Grown);
+        checks::on_alloc(q, new_size);
+        q
+    } else {
+        alloc(new_size, align)
+    };
     if !q.is_null() {
         // SAFETY: p holds `old` usable bytes and q at least new_size; distinct blocks. p is then
         // freed (caller's contract).

@@ -1,4 +1,4 @@
-//! Arenas: address space reserved in large ranges, from which spans of up to [`MAX_SPAN`] are cut,
+//! Arenas: address space reserved in large ranges, from which runs of up to [`MAX_RUN`] are cut,
 //! so that a large block costs no system call in the steady state (issue 42; mimalloc v3's arenas,
 //! jemalloc's extents).
 //!
@@ -36,10 +36,10 @@ use core::ptr;
 /// Spans cut from the arenas where the OS allows ([`os::PARTIAL_UNMAP`] and
 /// [`os::RETURNS_MEMORY`]).
 pub const ENABLED: bool = os::PARTIAL_UNMAP && os::RETURNS_MEMORY;
-/// The longest span cut from an arena; longer ones map their own memory (which `mremap` can grow
-/// and move, and which goes back whole).
-pub const MAX_SPAN: usize = 4 << 20;
-/// The largest alignment of a span cut from an arena (the huge page of x86-64 and of AArch64 with
+/// The longest run cut from an arena at once (a chunk region; spans take shorter ones, see
+/// `span::ARENA_SPAN`).
+pub const MAX_RUN: usize = 4 << 20;
+/// The largest alignment of a run cut from an arena (the huge page of x86-64 and of AArch64 with
 /// 4 KiB pages); a span aligned more maps its own memory.
 pub const MAX_ALIGN: usize = 2 << 20;
 
@@ -66,10 +66,10 @@ const NIL: u32 = u32::MAX;
 /// Bits of a run's id that name its first granule in its range (a range has at most 2^16).
 const GRANULE_BITS: u32 = 16;
 const _: () = assert!(LARGEST_RANGE / GRANULE <= 1 << GRANULE_BITS);
-const _: () = assert!(MAX_SPAN + MAX_ALIGN <= FIRST_RANGE);
+const _: () = assert!(MAX_RUN + MAX_ALIGN <= FIRST_RANGE);
 // Every request (with its alignment's slack) fits the exact bins: a run of a bin at or above the
 // request's holds it.
-const _: () = assert!((MAX_SPAN + MAX_ALIGN) / GRANULE - 1 <= EXACT_BINS);
+const _: () = assert!((MAX_RUN + MAX_ALIGN) / GRANULE - 1 <= EXACT_BINS);
 
 /// The per-granule records of one range, in a mapping of their own (zeroed: no run).
 #[repr(C)]
@@ -249,6 +249,27 @@ impl Arenas {
         Some((r, start))
     }
 
+    /// Takes `len` granules from the free run that starts at granule `g` of range `r`, if one
+    /// starts there and holds them (the rest of it stays free): a span that ends at `g` grows into
+    /// them in place.
+    fn take_at(&mut self, r: usize, g: usize, len: usize) -> bool {
+        if g >= self.ranges[r].granules {
+            return false;
+        }
+        let run = self.at(r, g).head as usize;
+        if run < len {
+            return false;
+        }
+        self.remove(r, g);
+        if run == self.ranges[r].granules {
+            self.idle -= 1;
+        }
+        if run > len {
+            self.insert(r, g + len, run - len);
+        }
+        true
+    }
+
     /// Gives the run `[g, g + len)` of range `r` back, joined with the free runs it touches. When
     /// that frees the whole range and as many as are kept are idle already, the range leaves the arenas: its
     /// mapping and records are returned, for the caller to unmap without the lock.
@@ -300,11 +321,11 @@ impl Arenas {
     }
 }
 
-/// A span of `len` bytes (whole granules, at most [`MAX_SPAN`]) at a multiple of `align` (a power
+/// A run of `len` bytes (whole granules, at most [`MAX_RUN`]) at a multiple of `align` (a power
 /// of two, at most [`MAX_ALIGN`]) cut from an arena, with its origin; its memory reads as zero.
 /// None when no arena holds it and no new range can be mapped (the caller maps the span itself).
 pub fn take(len: usize, align: usize) -> Option<(*mut u8, usize)> {
-    debug_assert!(len % GRANULE == 0 && len > 0 && len <= MAX_SPAN && align <= MAX_ALIGN);
+    debug_assert!(len % GRANULE == 0 && len > 0 && len <= MAX_RUN && align <= MAX_ALIGN);
     if !ENABLED {
         return None;
     }
@@ -325,6 +346,17 @@ pub fn take(len: usize, align: usize) -> Option<(*mut u8, usize)> {
             return None;
         }
     }
+}
+
+/// Takes the `len` bytes (whole granules) at `at` of the arena `origin` when they are all free
+/// there: a span of that arena ending at `at` grows into them in place, with no copy (their memory
+/// reads as zero). False when any of them is in use, or `at` is the range's end.
+pub fn grow_at(at: *mut u8, len: usize, origin: usize) -> bool {
+    debug_assert!(owns(origin) && len % GRANULE == 0);
+    let r = origin & !ORIGIN_TAG;
+    let mut a = ARENAS.lock();
+    let g = (at as usize - a.ranges[r].base as usize) / GRANULE;
+    a.take_at(r, g, len / GRANULE)
 }
 
 /// Maps a range of `want` bytes (or less, down to `least`) and adds it, all one free run; false
@@ -463,6 +495,13 @@ mod tests {
         assert_eq!(a.take(4, 2 << 20), Some((0, 16)));
         // The gap [10, 16) is a run of 6: an exact request takes it.
         assert_eq!(a.take(6, GRANULE), Some((0, 10)));
+        // A span ending at granule 20 grows into the free run after it, in place; not into a
+        // granule in use, nor from inside a run.
+        assert!(a.take_at(0, 20, 3));
+        assert_eq!(a.at(0, 23).head as usize, granules - 23);
+        assert!(!a.take_at(0, 19, 1), "in use");
+        assert!(!a.take_at(0, 24, 1), "inside a free run");
+        assert!(a.give(0, 20, 3).is_none());
         // Give back every other single granule: none joins; a request of 2 cannot use them.
         for g in (0..10).step_by(2) {
             a.give(0, g, 1);

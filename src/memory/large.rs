@@ -75,7 +75,20 @@ fn is_span(p: *mut u8) -> bool {
 /// `size` bytes zeroed when `zeroed` (only a reused span needs it: fresh memory is zero); null
 /// when out of memory or the size is absurd.
 pub fn span_alloc(size: usize, align: usize, zeroed: bool) -> *mut u8 {
-    let (p, fresh) = span::alloc(size, align);
+    span_alloc_in(size, align, zeroed, true)
+}
+
+/// [`span_alloc`] for a block that grew out of the size classes (`span::alloc_grown`).
+pub fn span_alloc_grown(size: usize, align: usize) -> *mut u8 {
+    span_alloc_in(size, align, false, false)
+}
+
+fn span_alloc_in(size: usize, align: usize, zeroed: bool, arena_ok: bool) -> *mut u8 {
+    let (p, fresh) = if arena_ok {
+        span::alloc(size, align)
+    } else {
+        span::alloc_grown(size, align)
+    };
     if zeroed && !fresh && !p.is_null() {
         // SAFETY: p is a live span block of at least `size` bytes, ours alone.
         unsafe { ptr::write_bytes(p, 0, size) };
@@ -150,7 +163,18 @@ pub unsafe fn span_resize(p: *mut u8, new_size: usize) -> Option<(*mut u8, usize
 unsafe fn fresh(layout: Layout, zeroed: bool) -> *mut u8 {
     if spans() {
         span_alloc(layout.size(), layout.align(), zeroed)
-    } else if zeroed {
+    } else {
+        // SAFETY: forwarded contract.
+        unsafe { system(layout, zeroed) }
+    }
+}
+
+/// A new block of `layout` from the system allocator, zeroed when `zeroed`.
+///
+/// # Safety
+/// `layout` has a non-zero size.
+unsafe fn system(layout: Layout, zeroed: bool) -> *mut u8 {
+    if zeroed {
         // SAFETY: a non-zero layout (caller); calloc knows which pages are fresh and need no
         // zeroing.
         unsafe { System.alloc_zeroed(layout) }
@@ -172,6 +196,20 @@ pub unsafe fn alloc(layout: Layout) -> *mut u8 {
 pub unsafe fn alloc_zeroed(layout: Layout) -> *mut u8 {
     // SAFETY: forwarded contract.
     checked(unsafe { fresh(layout, true) })
+}
+
+/// [`alloc`] for a block that grew out of the size classes (a `realloc`): where large blocks are
+/// spans, one that `mremap` can grow ([`span_alloc_grown`]).
+///
+/// # Safety
+/// As `GlobalAlloc::alloc`.
+pub unsafe fn alloc_grown(layout: Layout) -> *mut u8 {
+    if spans() {
+        checked(span_alloc_grown(layout.size(), layout.align()))
+    } else {
+        // SAFETY: forwarded contract.
+        checked(unsafe { system(layout, false) })
+    }
 }
 
 /// # Safety

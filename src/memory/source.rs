@@ -477,7 +477,7 @@ fn map_region(r: &mut Regions, len: usize) -> *mut u8 {
     } && units_hold_huge_pages(os::huge_page_size());
     // From an arena (no system call once the arenas hold the heap), unless the region needs a
     // guard below it, which an arena's runs do not have.
-    if GUARD == 0 && len <= arena::MAX_SPAN {
+    if GUARD == 0 && len <= arena::MAX_RUN {
         if let Some((m, origin)) = arena::take(len, UNIT) {
             return region_at(r, m, len, huge, origin);
         }

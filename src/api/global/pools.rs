@@ -200,8 +200,16 @@ impl PoolAlloc {
                 // SAFETY: the caller guarantees new_size with layout.align() forms a valid layout.
                 let new_layout =
                     unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
-                // SAFETY: new_layout is valid and non-zero in size (caller).
-                let q = unsafe { self.plain_alloc(new_layout) };
+                let q = if small && !new_small {
+                    // Out of the classes: a large block likely to grow again (`alloc_grown`).
+                    // SAFETY: new_layout is valid, large (caller).
+                    let q = unsafe { heap::large_alloc_grown(new_layout) };
+                    checks::on_alloc(q, new_size);
+                    q
+                } else {
+                    // SAFETY: new_layout is valid and non-zero in size (caller).
+                    unsafe { self.plain_alloc(new_layout) }
+                };
                 if !q.is_null() {
                     // SAFETY: both blocks hold at least min(old, new) bytes and are distinct.
                     unsafe {

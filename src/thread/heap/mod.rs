@@ -51,8 +51,8 @@ pub(crate) use counters::set_thread_counts;
 pub(crate) use counters::{read as read_counter, thread_counters, thread_counts};
 pub(crate) use free::{dealloc, dealloc_unsized};
 pub(crate) use stats::{
-    class_totals, count_large, large_alloc, large_alloc_as, large_dealloc, large_dealloc_as,
-    large_realloc, large_totals,
+    class_totals, count_large, large_alloc, large_alloc_as, large_alloc_grown, large_dealloc,
+    large_dealloc_as, large_realloc, large_totals,
 };
 pub(crate) use thread::owned_by;
 pub(crate) use thread::{owned_alloc, owned_destroy, owned_free, owned_new, trim_current_thread};

@@ -75,6 +75,21 @@ pub(crate) unsafe fn large_alloc_as(layout: Layout, zeroed: bool, counted: usize
     p
 }
 
+/// [`large_alloc`] (not zeroed) for a block that grew out of the size classes: `large::alloc_grown`.
+///
+/// # Safety
+/// As [`large_alloc`].
+#[inline(never)]
+pub(crate) unsafe fn large_alloc_grown(layout: Layout) -> *mut u8 {
+    // SAFETY: forwarded contract.
+    let p = unsafe { large::alloc_grown(layout) };
+    if !p.is_null() {
+        count_large(true, layout.size());
+        count_here(layout.size(), 0);
+    }
+    p
+}
+
 /// Frees the large block `p` of `layout`, counted in this thread's heap.
 ///
 /// # Safety
