@@ -291,7 +291,9 @@ impl Regions {
         }
         self.n += k;
         self.nfree += k;
-        for i in at..at + k {
+        // Linked from the top, so the region's first unit is first in its bucket: chunks are
+        // taken from its start up (with `hardened`, the first right above the guard).
+        for i in (at..at + k).rev() {
             self.link(i);
         }
         true
@@ -1002,6 +1004,7 @@ mod tests {
         assert!(r.insert(m, len, false, false, 0));
         assert_eq!(r.nfree, len / UNIT);
         let taken: std::vec::Vec<*mut u8> = (0..20).map(|_| r.take()).collect();
+        assert_eq!(taken[0], m, "the region's first chunk first (hardened's guard is below it)");
         // Eight from one unit, eight from another, four from a third.
         for (k, group) in taken.chunks(8).enumerate() {
             assert!(
