@@ -1004,7 +1004,10 @@ mod tests {
         assert!(r.insert(m, len, false, false, 0));
         assert_eq!(r.nfree, len / UNIT);
         let taken: std::vec::Vec<*mut u8> = (0..20).map(|_| r.take()).collect();
-        assert_eq!(taken[0], m, "the region's first chunk first (hardened's guard is below it)");
+        assert_eq!(
+            taken[0], m,
+            "the region's first chunk first (hardened's guard is below it)"
+        );
         // Eight from one unit, eight from another, four from a third.
         for (k, group) in taken.chunks(8).enumerate() {
             assert!(

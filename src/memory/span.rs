@@ -719,6 +719,60 @@ pub(crate) mod tests {
         expire(os::now_ms(), 0);
     }
 
+    /// The steady state of a program cycling large blocks: once the arenas hold its heap, 20 000
+    /// blocks of 64 KiB to 4 MiB, allocated and freed at random with up to 64 live, waiting and
+    /// expired in between, take no mapping at all (every one refused here: before the arenas,
+    /// every block no waiting span held was a mapping).
+    #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "Miri cannot unmap part of a mapping (os::map_aligned trims)"
+    )]
+    fn large_blocks_in_steady_state_map_nothing() {
+        if !arena::ENABLED {
+            return;
+        }
+        let _turn = turn();
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut size = move |r: u64| (64 << 10) + (r as usize % ((4 << 20) - (64 << 10) - HEADER));
+        let mut live: std::vec::Vec<*mut u8> = std::vec::Vec::new();
+        let mut cycle = |live: &mut std::vec::Vec<*mut u8>, n: usize| {
+            for i in 0..n {
+                let r = next();
+                if live.len() == 64 || (!live.is_empty() && r % 2 == 0) {
+                    let p = live.swap_remove(r as usize % live.len());
+                    // SAFETY: live, freed once.
+                    assert!(unsafe { free(p, true) }.is_some());
+                } else {
+                    let (p, _) = alloc(size(r >> 8), 16);
+                    assert!(!p.is_null(), "block {i}: a large block needed a mapping");
+                    live.push(p);
+                }
+                if i % 1000 == 999 {
+                    expire(os::now_ms(), 0);
+                }
+            }
+        };
+        // Warm-up: the arenas grow to the heap's size (and the purger may start).
+        cycle(&mut live, 20_000);
+        // Every mapping this thread asks for is refused from here: a block that needed one (a
+        // new range, a span of its own) would be null.
+        os::fault::fail_maps(usize::MAX);
+        cycle(&mut live, 20_000);
+        os::fault::fail_maps(0);
+        for p in live {
+            // SAFETY: live, freed once.
+            assert!(unsafe { free(p, true) }.is_some());
+        }
+        expire(os::now_ms(), 0);
+    }
+
     #[test]
     #[cfg_attr(
         miri,
