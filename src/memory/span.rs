@@ -740,7 +740,7 @@ pub(crate) mod tests {
             seed ^= seed << 17;
             seed
         };
-        let mut size = move |r: u64| (64 << 10) + (r as usize % ((4 << 20) - (64 << 10) - HEADER));
+        let size = move |r: u64| (64 << 10) + (r as usize % ((4 << 20) - (64 << 10) - HEADER));
         let mut live: std::vec::Vec<*mut u8> = std::vec::Vec::new();
         let mut cycle = |live: &mut std::vec::Vec<*mut u8>, n: usize| {
             for i in 0..n {
