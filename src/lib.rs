@@ -22,10 +22,13 @@
 //!   *entries*: none is called a slot.)
 //! - **chunk**: [`CHUNK_SIZE`] (256 KiB) aligned to its size, holding the slots of one class and,
 //!   in its last 192 bytes, the **chunk header** (`Chunk` in `chunks/chunk.rs`, whose fields
-//!   state the invariants). A slot's chunk is found by masking its address. Chunks come from the
-//!   OS in **chunk regions** of 16 (4 MiB; one chunk where the OS cannot unmap part of a
-//!   mapping), which have nothing to do with [`region`] (allocation over memory the program
-//!   gives).
+//!   state the invariants). A slot's chunk is found by masking its address. Chunks come in
+//!   **chunk regions** of 16 (4 MiB, cut from an arena; one chunk, mapped from the OS, where the
+//!   OS cannot unmap part of a mapping), which have nothing to do with [`region`] (allocation
+//!   over memory the program gives).
+//! - **arena** (`memory/arena.rs`): address space reserved from the OS in large **ranges** (64 MiB
+//!   to 1 GiB), cut into **runs** of granules for chunk regions and spans, and given runs back
+//!   (purged); its free runs are found through **bins** (exact lengths, a bitmap), never a scan.
 //! - **carve**: to link never-used slots of a chunk onto its free list, at most 4 KiB of them at a
 //!   time, so untouched memory stays out of RSS. 4 KiB is a fixed byte count, not the **OS page**,
 //!   which is 4 KiB to 64 KiB depending on the system and is read at run time.
@@ -55,10 +58,10 @@
 //!   regions, whose 2 MiB **units** hold the chunks no one holds (never handed out, or given back:
 //!   purged, or kept resident inside a huge page), handed out again fullest unit first.
 //! - **purge**: to give a range's pages back to the OS but keep it mapped (`madvise` on Linux); the
-//!   **purger** is the background thread that purges retained chunks after the purge delay, reaps
-//!   abandoned chunks and trims the system allocator.
+//!   **purger** (`memory/purge.rs`) is the background thread that purges retained chunks and
+//!   waiting spans after the purge delay, reaps abandoned chunks and trims the system allocator.
 //! - **large block**: a request above 64 KiB or aligned above what a class gives, served by a
-//!   **span**: whole granules of a mapping of ours, a header then the block (by `raw`, feature
+//!   **span**: whole granules of an arena's run or of a mapping of its own, a header then the block (by `raw`, feature
 //!   `raw`: the size-less interface behind the C library `poolalloc-c`, which replaces `malloc`
 //!   itself; by `PoolAlloc` on x86-64 Linux and musl), or by the system allocator (by
 //!   `PoolAlloc` elsewhere; [`LargeBlocks`] chooses).
