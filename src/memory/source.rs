@@ -31,7 +31,10 @@
 //!   frees and releases those that became empty.
 //!
 //! Locks: one per class (its empty and abandoned lists), then the region lock; never the other
-//! way round. A chunk on a list here has no owner: the holder of the list's lock may touch every
+//! way round. No system call is made under the region lock but the doubling of its table of
+//! units: a region is mapped (or cut from an arena) before the lock is taken to record it, and
+//! what a chunk given back leaves to do (a unit's purge, a unit going back) is done after it is
+//! released ([`After`]), as is each purge of a dirty chunk (taken out of its unit meanwhile). A chunk on a list here has no owner: the holder of the list's lock may touch every
 //! field of its header.
 
 use crate::base::class_set::ClassSet;
@@ -172,6 +175,53 @@ struct Regions {
 unsafe impl Send for Regions {}
 
 static REGIONS: Lock<Regions> = Lock::new(Regions::new());
+
+/// What [`Regions::give_back`] leaves to its caller: a system call, made without the regions'
+/// lock on memory nobody can reach meanwhile (no lock is held across a system call on the chunk
+/// path).
+#[must_use]
+enum After {
+    Nothing,
+    /// Purge the unit based here, then put it back ([`Regions::purged_unit`]); it is out of its
+    /// bucket until then.
+    PurgeUnit(*mut u8),
+    /// Give back a unit the regions no longer record: to its arena, or to the OS.
+    Release(Unit),
+}
+
+impl After {
+    /// Does it; `purged_unit` is called (with the lock) once a unit is purged.
+    ///
+    /// # Safety
+    /// From [`Regions::give_back`], once, without the regions' lock.
+    unsafe fn run(self, purged_unit: impl FnOnce(*mut u8)) {
+        match self {
+            After::Nothing => {}
+            After::PurgeUnit(base) => {
+                // SAFETY: every chunk of the unit is free and out of every bucket: nobody refers
+                // to any of them; purging zeroes the headers, so they read as not live (magic 0).
+                unsafe { os::purge(base, UNIT) };
+                purged_unit(base);
+            }
+            // SAFETY: a whole, UNIT-aligned part of a region of ours (the whole region where a
+            // region is one unit), which nobody refers to or can find; one cut from an arena goes
+            // back to it (purged there), its address space kept for the next region or span.
+            After::Release(u) => unsafe {
+                if arena::owns(u.origin) {
+                    arena::give(u.base, UNIT, u.origin)
+                } else if UNIT == REGION_CHUNKS * CHUNK_SIZE {
+                    os::unmap(u.base, UNIT)
+                } else {
+                    os::unmap_part(u.base, UNIT)
+                }
+                if u.guard {
+                    // Its guard, part of the same mapping, which nothing uses.
+                    os::unmap_part(u.base.sub(GUARD), GUARD)
+                }
+            },
+        }
+    }
+}
 
 impl Regions {
     /// No unit yet (the table is mapped at the first region).
@@ -337,9 +387,11 @@ impl Regions {
     /// partly used, else its unit is purged whole, one 2 MiB purge for its dirty chunks with it.
     /// A unit that becomes all free beyond [`FREE_UNITS_MAX`] such units is unmapped.
     ///
+    /// The system call this leaves to its caller, to make once the lock is released ([`After`]).
+    ///
     /// # Safety
     /// `base` must be a held chunk of ours that nobody refers to any more.
-    unsafe fn give_back(&mut self, base: *mut u8, purged: bool) {
+    unsafe fn give_back(&mut self, base: *mut u8, purged: bool) -> After {
         let Ok(i) = self.find(base) else {
             unreachable!("every chunk lies in a recorded unit")
         };
@@ -348,98 +400,87 @@ impl Regions {
         let u = self.units()[i];
         debug_assert_eq!(u.free & bit, 0);
         let free = u.free | bit;
-        let was_dirty = u.dirty.count_ones() as usize;
-        if free != ALL && !purged {
-            // The huge page stays whole: the chunk's pages stay resident until the unit empties,
-            // or the purger's bound or `trim` purges them.
-            // SAFETY: the chunk is ours and unused (caller): its header now reads as not live to
-            // the hardened checks, as a purged one's does.
-            unsafe { (*chunk::of(base)).magic = 0 };
+        if free != ALL {
+            if purged {
+                // Its pages are gone (in a huge unit: purged alone, so its huge page is split).
+                PURGED.fetch_add(1, Ordering::Relaxed);
+                self.units()[i].split |= u.huge;
+            } else {
+                // The huge page stays whole: the chunk's pages stay resident until the unit
+                // empties, or the purger's bound or `trim` purges them.
+                // SAFETY: the chunk is ours and unused (caller): its header now reads as not live
+                // to the hardened checks, as a purged one's does.
+                unsafe { (*chunk::of(base)).magic = 0 };
+                self.units()[i].dirty |= bit;
+                self.dirty += 1;
+            }
             self.units()[i].free = free;
-            self.units()[i].dirty |= bit;
-            self.dirty += 1;
             self.link(i);
-            return;
+            return After::Nothing;
         }
-        // Purged from here on: this chunk (by the caller already, or with its unit below), and
-        // the unit's dirty ones. Counted here, once, whoever purged it.
+        // The unit is all free: this chunk (purged by the caller already, or with its unit below)
+        // and the unit's dirty ones, counted here, once, whoever purges them.
+        let was_dirty = u.dirty.count_ones() as usize;
         PURGED.fetch_add(1 + was_dirty, Ordering::Relaxed);
         self.dirty -= was_dirty;
-        if free == ALL && self.nfree >= FREE_UNITS_MAX {
+        if self.nfree >= FREE_UNITS_MAX {
             // SAFETY: every chunk of the unit is free: nobody refers to any of them. (Out of its
             // bucket already.)
-            unsafe { self.remove(i) };
-            return;
-        }
-        if !purged {
-            // Every chunk of the unit is free and nobody refers to any of them: one purge of the
-            // whole unit (2 MiB), its dirty chunks with this one.
-            // SAFETY: as said; purging zeroes the headers, so they read as not live (magic 0).
-            unsafe { os::purge(u.base, UNIT) };
+            return After::Release(unsafe { self.remove(i) });
         }
         let u = &mut self.units()[i];
-        u.free = free;
-        u.dirty = 0;
-        if free == ALL {
-            u.split = false;
-            self.nfree += 1;
+        (u.free, u.dirty, u.split) = (ALL, 0, false);
+        self.nfree += 1;
+        if !purged || was_dirty > 0 {
+            // Every chunk of the unit is free and nobody refers to any of them: one purge of the
+            // whole unit (2 MiB), its dirty chunks with this one, by the caller without the lock.
+            // Meanwhile the unit stays out of its bucket: no chunk of it is handed out.
+            return After::PurgeUnit(self.units()[i].base);
         }
+        self.link(i);
+        After::Nothing
+    }
+
+    /// A dirty chunk of the emptiest unit that has one, taken out (held, for the caller to purge
+    /// without the lock and give back purged), or None when no chunk is dirty.
+    fn take_dirty(&mut self) -> Option<*mut u8> {
+        // The emptiest unit with a dirty chunk: the lowest odd bucket.
+        let dirty_buckets = self.filled & 0xaaaa;
+        if dirty_buckets == 0 {
+            return None;
+        }
+        let i = self.at(self.heads[dirty_buckets.trailing_zeros() as usize]);
+        self.unlink(i);
+        let u = &mut self.units()[i];
+        let bit = u.dirty & u.dirty.wrapping_neg();
+        u.dirty &= !bit;
+        u.free &= !bit;
+        // SAFETY: chunk `bit`'s index lies inside the unit.
+        let p = unsafe { u.base.add(bit.trailing_zeros() as usize * CHUNK_SIZE) };
+        self.dirty -= 1;
+        self.link(i);
+        Some(p)
+    }
+
+    /// A unit purged whole after [`Regions::give_back`] said so goes back into its bucket.
+    fn purged_unit(&mut self, base: *mut u8) {
+        let i = self.at(base);
         self.link(i);
     }
 
-    /// Unmaps unit `i`, whose chunks are all free, and forgets it.
+    /// Forgets unit `i`, whose chunks are all free, and returns it for its caller to give back
+    /// ([`After::Release`]).
     ///
     /// # Safety
     /// Nobody refers to any chunk of the unit; it is out of its bucket ([`Regions::unlink`]).
-    unsafe fn remove(&mut self, i: usize) {
+    unsafe fn remove(&mut self, i: usize) -> Unit {
         let u = self.units()[i];
         // Not ours any more: a pointer into it is foreign from now on (the OS may map it to anyone).
         addr_map::set(Kind::Chunk, u.base, UNIT, false);
-        // SAFETY: (caller) a whole, UNIT-aligned part of a region of ours (the whole region where a
-        // region is one unit), which nobody refers to; one cut from an arena goes back to it
-        // (purged there), its address space kept for the next region or span.
-        unsafe {
-            if arena::owns(u.origin) {
-                arena::give(u.base, UNIT, u.origin)
-            } else if UNIT == REGION_CHUNKS * CHUNK_SIZE {
-                os::unmap(u.base, UNIT)
-            } else {
-                os::unmap_part(u.base, UNIT)
-            }
-            if u.guard {
-                // Its guard, part of the same mapping, which nothing uses.
-                os::unmap_part(u.base.sub(GUARD), GUARD)
-            }
-            ptr::copy(self.units.add(i + 1), self.units.add(i), self.n - i - 1);
-        }
+        // SAFETY: i < n: the records after it move down within the table.
+        unsafe { ptr::copy(self.units.add(i + 1), self.units.add(i), self.n - i - 1) };
         self.n -= 1;
-    }
-
-    /// Purges dirty chunks, from the emptiest units first, until at most `bound` are left.
-    fn purge_dirty(&mut self, bound: usize) {
-        while self.dirty > bound {
-            // The emptiest unit with a dirty chunk: the lowest odd bucket.
-            let dirty_buckets = self.filled & 0xaaaa;
-            if dirty_buckets == 0 {
-                break;
-            }
-            let i = self.at(self.heads[dirty_buckets.trailing_zeros() as usize]);
-            self.unlink(i);
-            let u = &mut self.units()[i];
-            let bit = u.dirty & u.dirty.wrapping_neg();
-            // SAFETY: a free chunk of ours: nobody refers to it.
-            unsafe {
-                os::purge(
-                    u.base.add(bit.trailing_zeros() as usize * CHUNK_SIZE),
-                    CHUNK_SIZE,
-                )
-            };
-            u.dirty &= !bit;
-            u.split = true;
-            self.dirty -= 1;
-            self.link(i);
-            PURGED.fetch_add(1, Ordering::Relaxed);
-        }
+        u
     }
 
     /// Chunk bytes in huge pages by our own count: 2 MiB units advised `MADV_HUGEPAGE`, some chunk
@@ -466,9 +507,10 @@ fn dirty_bound() -> usize {
     DIRTY_MIN_CHUNKS.max(HELD.load(Ordering::Relaxed) / DIRTY_SHARE)
 }
 
-/// Maps a region of `len` bytes of chunks (UNIT-aligned), marks them ours in the address map and
-/// records its units; null when the OS has no memory.
-fn map_region(r: &mut Regions, len: usize) -> *mut u8 {
+/// Maps a region of `len` bytes of chunks (UNIT-aligned) without the regions' lock, marks them
+/// ours in the address map, then records its units under the lock; false when the OS has no
+/// memory.
+fn map_region(len: usize) -> bool {
     // The setting first: with huge pages off (the default) the OS is not asked their size.
     let huge = match settings::huge_pages() {
         settings::HugePages::Off => false,
@@ -481,12 +523,12 @@ fn map_region(r: &mut Regions, len: usize) -> *mut u8 {
     // guard below it, which an arena's runs do not have.
     if GUARD == 0 && len <= arena::MAX_RUN {
         if let Some((m, origin)) = arena::take(len, UNIT) {
-            return region_at(r, m, len, huge, origin);
+            return region_at(m, len, huge, origin);
         }
     }
     let g = os::map_aligned(len + GUARD, UNIT);
     if g.is_null() {
-        return g;
+        return false;
     }
     // SAFETY: [g, g + GUARD) is the start of our own fresh mapping, UNIT-aligned, unused. Where the
     // OS refuses (too many mappings), it goes and the region goes unguarded.
@@ -514,25 +556,25 @@ fn map_region(r: &mut Regions, len: usize) -> *mut u8 {
     let huge = huge && unsafe { os::advise_huge(m, len) };
     if !addr_map::set(Kind::Chunk, m, len, true) {
         unmap_all();
-        return ptr::null_mut();
+        return false;
     }
-    if !r.insert(m, len, huge, guard, 0) {
+    if !REGIONS.lock().insert(m, len, huge, guard, 0) {
         addr_map::set(Kind::Chunk, m, len, false);
         unmap_all();
-        return ptr::null_mut();
+        return false;
     }
     hardened::init_link_keys();
     MAPPED.fetch_add(len / CHUNK_SIZE, Ordering::Relaxed);
-    m
+    true
 }
 
 /// [`map_region`]'s work for a region `[m, m + len)` cut from the arena `origin` (zeroed, whole
-/// units, UNIT-aligned); null, the region given back, when it cannot be recorded.
-fn region_at(r: &mut Regions, m: *mut u8, len: usize, huge: bool, origin: usize) -> *mut u8 {
+/// units, UNIT-aligned); false, the region given back, when it cannot be recorded.
+fn region_at(m: *mut u8, len: usize, huge: bool, origin: usize) -> bool {
     // SAFETY: our own run of an arena, of whole units, UNIT-aligned: whole huge pages (when huge).
     let huge = huge && unsafe { os::advise_huge(m, len) };
     let recorded = addr_map::set(Kind::Chunk, m, len, true) && {
-        r.insert(m, len, huge, false, origin) || {
+        REGIONS.lock().insert(m, len, huge, false, origin) || {
             addr_map::set(Kind::Chunk, m, len, false);
             false
         }
@@ -540,33 +582,57 @@ fn region_at(r: &mut Regions, m: *mut u8, len: usize, huge: bool, origin: usize)
     if !recorded {
         // SAFETY: just cut from that arena, unused, writable.
         unsafe { arena::give(m, len, origin) };
-        return ptr::null_mut();
+        return false;
     }
     hardened::init_link_keys();
     MAPPED.fetch_add(len / CHUNK_SIZE, Ordering::Relaxed);
-    m
+    true
 }
 
 /// A chunk's base (zeroed unless it was dirty: `chunk::init` writes its whole header), or null
 /// when the OS has no memory.
 fn map_chunk() -> *mut u8 {
-    let mut r = REGIONS.lock();
-    let p = r.take();
-    if !p.is_null() {
-        return p;
+    loop {
+        let p = REGIONS.lock().take();
+        if !p.is_null() {
+            return p;
+        }
+        // A new region, mapped without the lock (another thread may map one meanwhile, or take
+        // this one's chunks first: then round again). Falls back to a single unit: the OS may
+        // have room for less.
+        if !map_region(REGION_CHUNKS * CHUNK_SIZE)
+            && (UNIT == REGION_CHUNKS * CHUNK_SIZE || !map_region(UNIT))
+        {
+            settings::anomaly(format_args!(
+                "the OS refused a chunk ({} KiB): an allocation returns null",
+                UNIT >> 10
+            ));
+            return ptr::null_mut();
+        }
     }
-    // Fall back to a single unit: the OS may have room for less.
-    if map_region(&mut r, REGION_CHUNKS * CHUNK_SIZE).is_null()
-        && (UNIT == REGION_CHUNKS * CHUNK_SIZE || map_region(&mut r, UNIT).is_null())
-    {
-        drop(r);
-        settings::anomaly(format_args!(
-            "the OS refused a chunk ({} KiB): an allocation returns null",
-            UNIT >> 10
-        ));
-        return ptr::null_mut();
+}
+
+/// Purges dirty chunks, from the emptiest units first, until at most `bound` are left: each taken
+/// out under the lock, purged without it, given back purged.
+fn purge_dirty(bound: usize) {
+    loop {
+        let c = {
+            let mut r = REGIONS.lock();
+            if r.dirty <= bound {
+                return;
+            }
+            match r.take_dirty() {
+                Some(c) => c,
+                None => return,
+            }
+        };
+        // SAFETY: a free chunk of ours, held by us alone now: nobody refers to it.
+        unsafe {
+            os::purge(c, CHUNK_SIZE);
+            let after = REGIONS.lock().give_back(c, true);
+            after.run(|b| REGIONS.lock().purged_unit(b));
+        }
     }
-    r.take()
 }
 
 /// Gives a chunk back to its unit: purged, or kept resident inside a huge page (see
@@ -583,8 +649,11 @@ unsafe fn purge(c: *mut Chunk) {
         // not live (magic 0) to the hardened checks.
         unsafe { os::purge(base, CHUNK_SIZE) };
     }
-    // SAFETY: forwarded.
-    unsafe { REGIONS.lock().give_back(base, !huge) };
+    // SAFETY: forwarded; what is left to do is done without the lock.
+    unsafe {
+        let after = REGIONS.lock().give_back(base, !huge);
+        after.run(|b| REGIONS.lock().purged_unit(b));
+    }
 }
 
 /// Chunk memory in huge pages by our own count (see `Regions::huge_bytes`), for `stats`.
@@ -876,9 +945,8 @@ pub fn trim() {
     }
     if os::RETURNS_MEMORY {
         // Everything means the free chunks kept inside partly used huge pages too.
-        let mut r = REGIONS.lock();
-        r.purge_dirty(0);
-        r.over_since = None;
+        purge_dirty(0);
+        REGIONS.lock().over_since = None;
     }
 }
 
@@ -933,15 +1001,19 @@ pub fn purge_expired(now: u32, delay_ms: u32) {
     // The bound on free chunks kept inside partly used huge pages: held above it for the delay,
     // they are purged down to it.
     let bound = dirty_bound();
-    let mut r = REGIONS.lock();
-    if r.dirty <= bound {
-        r.over_since = None;
-    } else {
-        let since = *r.over_since.get_or_insert(now);
-        if now.wrapping_sub(since) >= delay_ms {
-            r.purge_dirty(bound);
+    let due = {
+        let mut r = REGIONS.lock();
+        if r.dirty <= bound {
             r.over_since = None;
+            false
+        } else {
+            let since = *r.over_since.get_or_insert(now);
+            now.wrapping_sub(since) >= delay_ms
         }
+    };
+    if due {
+        purge_dirty(bound);
+        REGIONS.lock().over_since = None;
     }
 }
 
@@ -976,6 +1048,17 @@ mod tests {
 
     fn local() -> Regions {
         Regions::new()
+    }
+
+    /// [`Regions::give_back`], then what it leaves to do (no lock here: the table is local).
+    ///
+    /// # Safety
+    /// As `give_back`.
+    unsafe fn back(r: &mut Regions, base: *mut u8, purged: bool) {
+        // SAFETY: forwarded.
+        let after = unsafe { r.give_back(base, purged) };
+        // SAFETY: once, and no lock to release.
+        unsafe { after.run(|b| r.purged_unit(b)) };
     }
 
     fn unit_of(p: *mut u8) -> usize {
@@ -1020,7 +1103,7 @@ mod tests {
         // One back (purged by its giver) into the second, full, unit: the fullest with a free
         // chunk now (7 held against the third's 4), so it is the next one taken.
         // SAFETY: a chunk of ours nobody refers to; nothing is read or written there.
-        unsafe { r.give_back(taken[9], true) };
+        unsafe { back(&mut r, taken[9], true) };
         assert_eq!(r.take(), taken[9]);
         assert_eq!(unit_of(r.take()), unit_of(taken[16]));
         // SAFETY: the table's mapping and the reservation are ours; nothing refers to them now.
@@ -1060,7 +1143,7 @@ mod tests {
         // One back into the full unit: kept resident (dirty), and the next request takes it
         // again (its unit, 7 held, is fuller than the other, 1 held).
         // SAFETY: held[2] is a chunk of ours that nobody refers to now.
-        unsafe { r.give_back(held[2], false) };
+        unsafe { back(&mut r, held[2], false) };
         assert_eq!(r.dirty, 1);
         // SAFETY: still mapped; the dirty chunk kept its pages.
         assert_eq!(unsafe { held[2].read() }, 7);
@@ -1069,7 +1152,7 @@ mod tests {
         // The first unit emptied: purged whole (its chunks read zero), one free unit.
         for &p in &held[..8] {
             // SAFETY: as above.
-            unsafe { r.give_back(p, false) };
+            unsafe { back(&mut r, p, false) };
         }
         assert_eq!((r.dirty, r.nfree), (0, 1));
         // SAFETY: mapped and purged: reads zero.
@@ -1082,12 +1165,20 @@ mod tests {
         unsafe {
             a.write(1);
             b.write(1);
-            r.give_back(a, false);
-            r.give_back(b, false);
+            back(&mut r, a, false);
+            back(&mut r, b, false);
         }
         assert_eq!(r.dirty, 2);
         assert_eq!(r.huge_bytes(), UNIT);
-        r.purge_dirty(1);
+        // What `purge_dirty(1)` does on the process's table.
+        while r.dirty > 1 {
+            let c = r.take_dirty().expect("a dirty chunk");
+            // SAFETY: a free chunk of our mapping, taken out: nobody refers to it.
+            unsafe {
+                os::purge(c, CHUNK_SIZE);
+                back(&mut r, c, true);
+            }
+        }
         assert_eq!(r.dirty, 1);
         assert_eq!(
             r.huge_bytes(),
@@ -1095,7 +1186,7 @@ mod tests {
             "a chunk purged alone splits the huge page"
         );
         // SAFETY: as above.
-        unsafe { r.give_back(held[8], false) };
+        unsafe { back(&mut r, held[8], false) };
         assert_eq!((r.dirty, r.nfree), (0, 2));
         // SAFETY: the table's mapping and the region are ours; nothing refers to them now.
         unsafe {
@@ -1133,7 +1224,7 @@ mod tests {
         // SAFETY: a chunk of ours that nobody refers to; purged first, as `purge` does.
         unsafe {
             os::purge(p, CHUNK_SIZE);
-            r.give_back(p, true);
+            back(&mut r, p, true);
         }
         assert_eq!((r.dirty, r.nfree), (0, len / UNIT));
         // SAFETY: the table's mapping and the region are ours; nothing refers to them now.
