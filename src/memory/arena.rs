@@ -2,27 +2,28 @@
 //! so that a large block costs no system call in the steady state (issue 42; mimalloc v3's arenas,
 //! jemalloc's extents).
 //!
-//! - **Ranges.** The first range is 64 MiB, each next one twice the last, up to 1 GiB (256 MiB on
-//!   32-bit targets), aligned to the huge page; one mapping each, kept for the life of the process
-//!   (only address space: what is not in use is purged). Where the OS refuses a range, a smaller one
+//! - **Ranges.** The first range is 64 MiB, each next one twice the last, up to 1 GiB, aligned to
+//!   the huge page; one mapping each, kept while the process uses it (only address space: what is
+//!   not in use is purged). Where the OS refuses a range, a smaller one
 //!   is tried, down to the request; where it refuses that too, the span maps its own memory.
 //! - **The index.** A free run of granules ([`CHUNK_SIZE`]) is recorded at both ends (its length at
 //!   its first and at its last granule, so a run given back joins its neighbours in O(1)) and sits
 //!   in one of 33 bins: bin `k < 32` holds runs of exactly `k + 1` granules, bin 32 the longer ones.
 //!   A request of `n` granules takes the first run of the first non-empty bin from `n - 1` on, read
 //!   off one bitmap word: no scan of runs, ranges or spans under the lock, whatever the heap's size.
-//! - **Ranges go back whole on 32-bit targets.** There, a range all of whose runs are free again
-//!   is unmapped when another such range is kept already (one waits, so a heap built and freed in
-//!   a loop maps nothing), its slot taking the next range: the arenas do not hold address space
-//!   that a large mapping of its own needs. On 64-bit targets address space is plenty and every
-//!   range stays (as jemalloc retains its extents): a heap built again maps nothing.
+//! - **Ranges go back whole past four idle ones.** A range all of whose runs are free again stays
+//!   while at most [`IDLE_RANGES`] such are kept (so a heap built and freed in a loop maps
+//!   nothing); one more is unmapped, its slot taking the next range.
 //! - **Purged before it is indexed.** A run comes back through [`give`], which purges it first
 //!   (outside the lock), so every run in the index reads as zero and costs no memory: what waits
 //!   resident for reuse waits in `span_cache`, above this, under the purge delay; this is where it
 //!   goes after. A span taken here is therefore fresh (zero), as a new mapping is.
 //!
-//! Only where the OS can unmap and purge part of a mapping ([`ENABLED`]: Unix). On Windows (no
-//! partial unmap) and wasm32 (memory never goes back) spans keep a mapping each, as before.
+//! Only on 64-bit targets where the OS can unmap and purge part of a mapping ([`ENABLED`]: Unix).
+//! On Windows (no partial unmap) and wasm32 (memory never goes back) spans keep a mapping each,
+//! as before; so do 32-bit targets, whose address space ranges of 64 MiB and more would crowd
+//! (under qemu-arm, with ranges of up to 256 MiB reserved, the guest's `mmap` and `munmap`
+//! failed with ENOMEM and large_block_sources' threads spun on the span locks for minutes).
 //!
 //! Locks: the arena's lock is taken alone (never with the span cache's), and never across a
 //! system call: a new range is mapped before the lock is taken to record it, and a run is purged
@@ -33,9 +34,10 @@ use crate::chunks::chunk::CHUNK_SIZE;
 use crate::os;
 use core::ptr;
 
-/// Spans cut from the arenas where the OS allows ([`os::PARTIAL_UNMAP`] and
-/// [`os::RETURNS_MEMORY`]).
-pub const ENABLED: bool = os::PARTIAL_UNMAP && os::RETURNS_MEMORY;
+/// Runs cut from the arenas where the OS allows ([`os::PARTIAL_UNMAP`] and
+/// [`os::RETURNS_MEMORY`]) and the address space is 64-bit.
+pub const ENABLED: bool =
+    os::PARTIAL_UNMAP && os::RETURNS_MEMORY && cfg!(target_pointer_width = "64");
 /// The longest run cut from an arena at once (a chunk region; spans take shorter ones, see
 /// `span::ARENA_SPAN`).
 pub const MAX_RUN: usize = 4 << 20;
@@ -48,16 +50,13 @@ const FIRST_RANGE: usize = 64 << 20;
 const LARGEST_RANGE: usize = if cfg!(target_pointer_width = "64") {
     1 << 30
 } else {
-    256 << 20
+    // Never used (the arenas are off there); small enough to hold in the index's ids.
+    64 << 20
 };
 /// Ranges, at most (64-bit: some 60 GiB of spans; past it spans map their own memory).
 const MAX_RANGES: usize = 64;
 /// Ranges all free that are kept; one more goes back to the OS.
-const IDLE_RANGES: usize = if cfg!(target_pointer_width = "64") {
-    MAX_RANGES
-} else {
-    1
-};
+const IDLE_RANGES: usize = 4;
 /// Bins of exact run lengths (1 to 32 granules), then one of longer runs.
 const EXACT_BINS: usize = 32;
 const BINS: usize = EXACT_BINS + 1;
