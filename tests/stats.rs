@@ -386,7 +386,8 @@ fn realloc_in_place_keeps_the_counts_exact() {
 /// (issue 41: a chunk outside a huge-page unit, purged before the source took it back, was never
 /// counted, so the figure stayed 0). A thread fills at least 16 chunks of one class and frees
 /// them all; `trim` then purges every empty chunk, and the count grows by exactly the chunks
-/// that stopped existing (each of them purged, or unmapped with its unit).
+/// that stopped existing (each of them purged, or unmapped with its unit; on wasm32, where memory
+/// never goes back, none stops existing and none is purged).
 #[test]
 fn chunks_purged_grows_by_the_chunks_given_back() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -412,6 +413,12 @@ fn chunks_purged_grows_by_the_chunks_given_back() {
     .unwrap();
     poolalloc::trim();
     let after = poolalloc::stats();
+    if cfg!(target_family = "wasm") {
+        // Memory never goes back to the OS on wasm32: the chunks given back wait, empty, for
+        // reuse by any class (they still exist), and nothing is purged.
+        assert_eq!(after.chunks_purged, before.chunks_purged, "{after:?}");
+        return;
+    }
     let gone = during.chunks - after.chunks;
     assert!(gone >= 16, "{gone} chunks went: {during:?} then {after:?}");
     assert_eq!(
