@@ -346,12 +346,7 @@ pub unsafe fn resize(p: *mut u8, new_size: usize, may_wait: bool) -> (*mut u8, u
     if cache::take_after(unsafe { base.add(len) }, origin, new_len - len) {
         // SAFETY: [base + len, base + new_len) was taken off the cache: ours, mapped, marked in
         // the address map as a span, unused; the span now covers it.
-        unsafe {
-            (*h).len = new_len;
-            live_change(new_len, len);
-            set_usable(h, p, usable_for(new_size, off, new_len));
-            return (p, (*h).usable);
-        }
+        return unsafe { grown(h, p, new_len, new_size) };
     }
     let balign = base_align(if off > HEADER { off } else { 1 }, new_len);
     // A waiting span that holds the new size (the smallest such, cut to it): the block is copied
@@ -362,19 +357,9 @@ pub unsafe fn resize(p: *mut u8, new_size: usize, may_wait: bool) -> (*mut u8, u
     // and the span that holds twice it ~0.6 ms of faults on this VM.
     if let Some((dst, dst_len, dst_origin)) = cache::take(new_len, balign) {
         // SAFETY: [dst, dst + dst_len) is a waiting piece taken off the cache: ours, unused,
-        // still marked in the address map, and distinct from p's; the block's usable bytes fit
-        // at the same offset there (dst_len ≥ new_len > len). p's span is then given up as
-        // `free` does (its block is the caller's, who gets the new one).
-        unsafe {
-            ptr::copy_nonoverlapping(p, dst.add(off), (*h).usable);
-            let q = dst.add(off);
-            let u = usable_for(new_size, off, dst_len);
-            write_header(q, dst, dst_len, u, dst_origin);
-            (*h).magic = 0;
-            live_change(dst_len, len);
-            give_up(base, len, origin, may_wait);
-            return (q, u);
-        }
+        // still marked in the address map, distinct from p's span, and longer than it
+        // (dst_len ≥ new_len > len).
+        return unsafe { copied(h, p, (dst, dst_len, dst_origin), new_size, may_wait) };
     }
     // An arena's span grows in place when the run after it is free in the arena (purged: only
     // the growth faults in, nothing is copied).
@@ -387,10 +372,7 @@ pub unsafe fn resize(p: *mut u8, new_size: usize, may_wait: bool) -> (*mut u8, u
                 arena::give(base.add(len), new_len - len, origin);
                 return (ptr::null_mut(), 0);
             }
-            (*h).len = new_len;
-            live_change(new_len, len);
-            set_usable(h, p, usable_for(new_size, off, new_len));
-            return (p, (*h).usable);
+            return grown(h, p, new_len, new_size);
         }
     }
     // Grow in place when the address space after the span is free (where the OS can remap: the
@@ -405,10 +387,7 @@ pub unsafe fn resize(p: *mut u8, new_size: usize, may_wait: bool) -> (*mut u8, u
                 os::unmap_part(base.add(len), new_len - len);
                 return (ptr::null_mut(), 0);
             }
-            (*h).len = new_len;
-            live_change(new_len, len);
-            set_usable(h, p, usable_for(new_size, off, new_len));
-            return (p, (*h).usable);
+            return grown(h, p, new_len, new_size);
         }
     }
     // Move to a new, suitably aligned place: a new span, then the pages moved there (mremap)
@@ -419,18 +398,8 @@ pub unsafe fn resize(p: *mut u8, new_size: usize, may_wait: bool) -> (*mut u8, u
         return (ptr::null_mut(), 0);
     };
     if arena::owns(origin) || arena::owns(dst_origin) {
-        // SAFETY: as for the waiting span above: dst is ours, unused, distinct from p's span, and
-        // holds the block at the same offset; p's span is given up as `free` does.
-        unsafe {
-            ptr::copy_nonoverlapping(p, dst.add(off), (*h).usable);
-            let q = dst.add(off);
-            let u = usable_for(new_size, off, new_len);
-            write_header(q, dst, new_len, u, dst_origin);
-            (*h).magic = 0;
-            live_change(new_len, len);
-            give_up(base, len, origin, may_wait);
-            return (q, u);
-        }
+        // SAFETY: dst is a new span of ours, unused, distinct from p's and longer than it.
+        return unsafe { copied(h, p, (dst, new_len, dst_origin), new_size, may_wait) };
     }
     // The old range leaves the address map before it leaves the process: once unmapped (or moved
     // away), another thread may map a span there at once, whose marks must not then be cleared
@@ -456,6 +425,54 @@ pub unsafe fn resize(p: *mut u8, new_size: usize, may_wait: bool) -> (*mut u8, u
         let u = usable_for(new_size, off, new_len);
         write_header(q, dst, new_len, u, dst_origin);
         live_change(new_len, len);
+        (q, u)
+    }
+}
+
+/// The live block `p` (header `h`) now has `new_len` bytes of span, from its base, for `new_size`
+/// bytes: the header covers them. The block and its usable size.
+///
+/// # Safety
+/// `h` is the header of the live span block `p`, which the caller owns; the `new_len` bytes from
+/// its span's base are ours, marked in the address map as a span, and unused past its old end.
+unsafe fn grown(h: *mut Header, p: *mut u8, new_len: usize, new_size: usize) -> (*mut u8, usize) {
+    // SAFETY: guaranteed by the caller.
+    unsafe {
+        let (len, off) = ((*h).len, p as usize - (*h).base as usize);
+        (*h).len = new_len;
+        live_change(new_len, len);
+        set_usable(h, p, usable_for(new_size, off, new_len));
+        (p, (*h).usable)
+    }
+}
+
+/// The live block `p` (header `h`) copied into the span `dst` (base, length, origin) at the same
+/// offset, for `new_size` bytes; `p`'s span is then given up as a freed one is ([`give_up`],
+/// `may_wait`). The new block and its usable size.
+///
+/// # Safety
+/// `h` is the header of the live span block `p`, which the caller owns and gives up; `dst` is a
+/// span of ours, unused, marked in the address map, distinct from `p`'s and longer than it.
+unsafe fn copied(
+    h: *mut Header,
+    p: *mut u8,
+    (dst, dst_len, dst_origin): (*mut u8, usize, usize),
+    new_size: usize,
+    may_wait: bool,
+) -> (*mut u8, usize) {
+    // SAFETY: guaranteed by the caller: the block's usable bytes fit at the same offset in the
+    // longer span dst, whose header (before q) is not p's; p's header is read before dst's is
+    // written and p's span is not touched after it is given up.
+    unsafe {
+        let (base, len, origin) = ((*h).base, (*h).len, (*h).origin);
+        let off = p as usize - base as usize;
+        let q = dst.add(off);
+        ptr::copy_nonoverlapping(p, q, (*h).usable);
+        let u = usable_for(new_size, off, dst_len);
+        write_header(q, dst, dst_len, u, dst_origin);
+        (*h).magic = 0;
+        live_change(dst_len, len);
+        give_up(base, len, origin, may_wait);
         (q, u)
     }
 }
