@@ -23,7 +23,7 @@
 //! - **chunk**: [`CHUNK_SIZE`] (256 KiB) aligned to its size, holding the slots of one class and,
 //!   in its last 192 bytes, the **chunk header** (`Chunk` in `chunks/chunk.rs`, whose fields
 //!   state the invariants). A slot's chunk is found by masking its address. Chunks come in
-//!   **chunk regions** of 16 (4 MiB, cut from an arena on 64-bit Unix, else mapped from the OS;
+//!   **chunk regions** of 16 (4 MiB, cut from an arena on 64-bit targets, else mapped from the OS;
 //!   one chunk where the OS cannot unmap part of a mapping), which have nothing to do with [`region`] (allocation
 //!   over memory the program gives).
 //! - **arena** (`memory/arena.rs`): address space reserved from the OS in large **ranges** (64 MiB

@@ -19,11 +19,17 @@
 //!   resident for reuse waits in `span_cache`, above this, under the purge delay; this is where it
 //!   goes after. A span taken here is therefore fresh (zero), as a new mapping is.
 //!
-//! Only on 64-bit targets where the OS can unmap and purge part of a mapping ([`ENABLED`]: Unix).
-//! On Windows (no partial unmap) and wasm32 (memory never goes back) spans keep a mapping each,
-//! as before; so do 32-bit targets, whose address space ranges of 64 MiB and more would crowd
-//! (under qemu-arm, with ranges of up to 256 MiB reserved, the guest's `mmap` and `munmap`
-//! failed with ENOMEM and large_block_sources' threads spun on the span locks for minutes).
+//! - **Through `os::`'s reservations.** A range is [`os::reserve_aligned`]; a run is
+//!   [`os::commit`]ted when cut and [`os::decommit`]ted when given back. On Unix that is a mapping,
+//!   nothing, and a purge; on Windows, which cannot unmap part of a mapping, it is a reservation,
+//!   a commit and a decommit, so the arenas serve there too and a freed span costs no commit
+//!   charge.
+//!
+//! Only on 64-bit targets whose memory goes back to the OS ([`ENABLED`]: Unix and Windows). On
+//! wasm32 (memory never goes back) spans keep a mapping each, as before; so do 32-bit targets,
+//! whose address space ranges of 64 MiB and more would crowd (under qemu-arm, with ranges of up
+//! to 256 MiB reserved, the guest's `mmap` and `munmap` failed with ENOMEM and
+//! large_block_sources' threads spun on the span locks for minutes).
 //!
 //! Locks: the arena's lock is taken alone (never with the span cache's), and never across a
 //! system call: a new range is mapped before the lock is taken to record it, and a run is purged
@@ -34,10 +40,9 @@ use crate::chunks::chunk::CHUNK_SIZE;
 use crate::os;
 use core::ptr;
 
-/// Runs cut from the arenas where the OS allows ([`os::PARTIAL_UNMAP`] and
-/// [`os::RETURNS_MEMORY`]) and the address space is 64-bit.
-pub const ENABLED: bool =
-    os::PARTIAL_UNMAP && os::RETURNS_MEMORY && cfg!(target_pointer_width = "64");
+/// Runs cut from the arenas where memory goes back to the OS ([`os::RETURNS_MEMORY`]) and the
+/// address space is 64-bit.
+pub const ENABLED: bool = os::RETURNS_MEMORY && cfg!(target_pointer_width = "64");
 /// The longest run cut from an arena at once (a chunk region; spans take shorter ones, see
 /// `span::ARENA_SPAN`).
 pub const MAX_RUN: usize = 4 << 20;
@@ -321,8 +326,9 @@ impl Arenas {
 }
 
 /// A run of `len` bytes (whole granules, at most [`MAX_RUN`]) at a multiple of `align` (a power
-/// of two, at most [`MAX_ALIGN`]) cut from an arena, with its origin; its memory reads as zero.
-/// None when no arena holds it and no new range can be mapped (the caller maps the span itself).
+/// of two, at most [`MAX_ALIGN`]) cut from an arena, with its origin; its memory is committed and
+/// reads as zero. None when no arena holds it and no new range can be mapped, or the OS refuses
+/// to commit it (the caller maps the span itself).
 pub fn take(len: usize, align: usize) -> Option<(*mut u8, usize)> {
     debug_assert!(len % GRANULE == 0 && len > 0 && len <= MAX_RUN && align <= MAX_ALIGN);
     if !ENABLED {
@@ -335,7 +341,14 @@ pub fn take(len: usize, align: usize) -> Option<(*mut u8, usize)> {
             if let Some((r, g)) = a.take(n, align) {
                 // SAFETY: g < granules of range r, inside its mapping.
                 let p = unsafe { a.ranges[r].base.add(g * GRANULE) };
-                return Some((p, ORIGIN_TAG | r));
+                drop(a);
+                // SAFETY: a run just taken: decommitted (or never committed), ours alone.
+                if unsafe { os::commit(p, len) } {
+                    return Some((p, ORIGIN_TAG | r));
+                }
+                // SAFETY: the run just taken, unused; decommitted still.
+                unsafe { put_back(p, len, ORIGIN_TAG | r) };
+                return None;
             }
             a.free_slot()?;
             a.next_size()
@@ -353,9 +366,18 @@ pub fn take(len: usize, align: usize) -> Option<(*mut u8, usize)> {
 pub fn grow_at(at: *mut u8, len: usize, origin: usize) -> bool {
     debug_assert!(owns(origin) && len % GRANULE == 0);
     let r = origin & !ORIGIN_TAG;
-    let mut a = ARENAS.lock();
-    let g = (at as usize - a.ranges[r].base as usize) / GRANULE;
-    a.take_at(r, g, len / GRANULE)
+    let taken = {
+        let mut a = ARENAS.lock();
+        let g = (at as usize - a.ranges[r].base as usize) / GRANULE;
+        a.take_at(r, g, len / GRANULE)
+    };
+    // SAFETY: the run just taken: decommitted, ours alone.
+    if taken && unsafe { !os::commit(at, len) } {
+        // SAFETY: the run just taken, unused; decommitted still.
+        unsafe { put_back(at, len, origin) };
+        return false;
+    }
+    taken
 }
 
 /// Maps a range of `want` bytes (or less, down to `least`) and adds it, all one free run; false
@@ -364,7 +386,7 @@ fn grow(want: usize, least: usize) -> bool {
     let least = least.next_multiple_of(MAX_ALIGN);
     let mut size = want;
     let base = loop {
-        let b = os::map_aligned(size, MAX_ALIGN);
+        let b = os::reserve_aligned(size, MAX_ALIGN);
         if !b.is_null() {
             break b;
         }
@@ -404,8 +426,8 @@ fn grow(want: usize, least: usize) -> bool {
     true
 }
 
-/// Gives the span `[base, base + len)` of `origin` back to its arena: purged (its memory goes back
-/// to the OS, outside the lock), then joined with the free runs around it.
+/// Gives the span `[base, base + len)` of `origin` back to its arena: decommitted (its memory goes
+/// back to the OS, outside the lock), then joined with the free runs around it.
 ///
 /// # Safety
 /// The span was cut from the arena `origin` names ([`take`], or pieces of such spans joined),
@@ -413,7 +435,18 @@ fn grow(want: usize, least: usize) -> bool {
 pub unsafe fn give(base: *mut u8, len: usize, origin: usize) {
     debug_assert!(owns(origin));
     // SAFETY: the span is ours and unused (caller).
-    unsafe { os::purge(base, len) };
+    unsafe {
+        os::decommit(base, len);
+        put_back(base, len, origin);
+    }
+}
+
+/// [`give`]'s second half: the decommitted run back in the index (and its range back to the OS
+/// when that frees it and enough are idle).
+///
+/// # Safety
+/// As [`give`], the run decommitted.
+unsafe fn put_back(base: *mut u8, len: usize, origin: usize) {
     let r = origin & !ORIGIN_TAG;
     let gone = {
         let mut a = ARENAS.lock();

@@ -321,8 +321,8 @@ pub unsafe fn resize(p: *mut u8, new_size: usize, may_wait: bool) -> (*mut u8, u
     }
     if new_len < len {
         // Shrink: the tail is given up as a freed span is ([`give_up`]: its pages are resident);
-        // where the OS cannot unmap part of a mapping, its memory goes back at once and its
-        // address space stays the span's.
+        // where the OS cannot unmap part of a mapping (a span of its own on Windows), its memory
+        // goes back at once and its address space stays the span's.
         // SAFETY: [base + new_len, base + len) is the span's own tail, whole granules, unused
         // after the shrink (new_size fits below it); the header stops covering it first.
         unsafe {
@@ -330,7 +330,7 @@ pub unsafe fn resize(p: *mut u8, new_size: usize, may_wait: bool) -> (*mut u8, u
             (*h).len = new_len;
             set_usable(h, p, usable_for(new_size, off, new_len));
             live_change(0, len - new_len);
-            if os::PARTIAL_UNMAP {
+            if os::PARTIAL_UNMAP || arena::owns(origin) {
                 give_up(tail, len - new_len, origin, may_wait);
             } else {
                 addr_map::set(Kind::Span, tail, len - new_len, false);
@@ -601,7 +601,7 @@ pub(crate) mod tests {
         ignore = "Miri cannot unmap part of a mapping (os::map_aligned trims)"
     )]
     fn a_growing_block_grows_in_place_then_moves_into_a_waiting_span() {
-        if !os::PARTIAL_UNMAP {
+        if !os::PARTIAL_UNMAP && !arena::ENABLED {
             return; // nothing is cut or joined there (span_cache.rs)
         }
         let _turn = turn();

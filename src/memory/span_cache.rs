@@ -8,7 +8,9 @@
 //! Pieces join only when they come from one mapping (the same `origin`): a span never spans two
 //! of the kernel's mappings, so it can always be moved or grown by one `mremap`. Where the OS
 //! cannot unmap part of a mapping (Windows releases whole reservations only: `os::PARTIAL_UNMAP`
-//! is false) nothing is cut or joined: a request takes a whole waiting span of nearly its size.
+//! is false) a span of its own mapping is never cut or joined: a request takes a whole waiting
+//! span of nearly its size. Spans cut from an arena are cut and joined everywhere ([`cuttable`]):
+//! the arena takes back any run of its granules.
 //!
 //! With `hardened` a request cut from a waiting span longer than it starts a granule into it
 //! ([`SKIP`]): a freed block's address is not the next smaller block's, so a dangling pointer to it
@@ -40,12 +42,19 @@ const MIN_BYTES: usize = 16 << 20;
 const MAX_BYTES: usize = 1 << 30;
 
 /// Where a request is cut from a waiting span that holds it and a granule more: that far into the
-/// span (`hardened`, where spans are cut at all), else at its start.
-const SKIP: usize = if cfg!(feature = "hardened") && os::PARTIAL_UNMAP {
+/// span (`hardened`, where the span can be cut: [`cuttable`]), else at its start.
+const SKIP: usize = if cfg!(feature = "hardened") {
     CHUNK_SIZE
 } else {
     0
 };
+
+/// Whether waiting spans of `origin` may be cut and joined: where the OS unmaps part of a mapping,
+/// and spans of an arena everywhere.
+#[inline]
+fn cuttable(origin: usize) -> bool {
+    os::PARTIAL_UNMAP || arena::owns(origin)
+}
 
 /// The bytes of live spans (their whole lengths): the budget follows them.
 static LIVE: AtomicUsize = AtomicUsize::new(0);
@@ -173,7 +182,7 @@ impl Cache {
         let mut i = 0;
         while i < self.n {
             let e = self.entries[i];
-            if os::PARTIAL_UNMAP
+            if cuttable(s.origin)
                 && e.origin == s.origin
                 && (e.end() == s.base as usize || s.end() == e.base as usize)
             {
@@ -240,13 +249,15 @@ pub fn take(len: usize, align: usize) -> Option<(*mut u8, usize, usize)> {
         let mut best: Option<(usize, usize)> = None;
         for i in 0..c.n {
             let s = c.entries[i];
-            let skipped = (s.base as usize + SKIP).next_multiple_of(align);
-            let at = if SKIP != 0 && skipped.checked_add(len).is_some_and(|e| e <= s.end()) {
+            let cut = cuttable(s.origin);
+            let skip = if cut { SKIP } else { 0 };
+            let skipped = (s.base as usize + skip).next_multiple_of(align);
+            let at = if skip != 0 && skipped.checked_add(len).is_some_and(|e| e <= s.end()) {
                 skipped
             } else {
                 (s.base as usize).next_multiple_of(align)
             };
-            let holds = if os::PARTIAL_UNMAP {
+            let holds = if cut {
                 at.checked_add(len).is_some_and(|e| e <= s.end())
             } else {
                 at == s.base as usize && s.len >= len && s.len - len <= len / 4
@@ -257,7 +268,7 @@ pub fn take(len: usize, align: usize) -> Option<(*mut u8, usize, usize)> {
         }
         best.map(|(i, at)| {
             let s = c.remove(i);
-            if !os::PARTIAL_UNMAP {
+            if !cuttable(s.origin) {
                 return (s.base, s.len, s.origin);
             }
             c.cut(s, at, len, &mut out);
@@ -272,7 +283,7 @@ pub fn take(len: usize, align: usize) -> Option<(*mut u8, usize, usize)> {
 /// The `len` bytes at `at`, when a waiting piece of mapping `origin` starts there and holds them
 /// (the rest of it waits on): a span ending at `at` grows into them in place.
 pub fn take_after(at: *mut u8, origin: usize, len: usize) -> bool {
-    if !os::PARTIAL_UNMAP {
+    if !cuttable(origin) {
         return false;
     }
     let mut out = Out::new();

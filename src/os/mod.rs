@@ -36,6 +36,9 @@
 //!   multiple of `align`. [`map_sparse`]: zeroed address space of which only touched pages cost
 //!   memory (a large table).
 //! - [`reserve_inaccessible`]: address space that faults on any access (no memory).
+//! - [`reserve_aligned`], [`commit`], [`decommit`]: an arena's range, used in parts. Windows
+//!   reserves, then commits and decommits each part; elsewhere the range is an aligned mapping
+//!   whose parts cost memory once touched, a commit is nothing and a decommit a [`purge`].
 //! - [`unmap`]: gives back a whole mapping made here (from its start, of its current length).
 //!   [`unmap_part`]: gives back the memory of part of one; where [`PARTIAL_UNMAP`] is false
 //!   (Windows) the part's address space stays reserved until its mapping is unmapped whole.
@@ -270,6 +273,59 @@ pub fn map_aligned(size: usize, align: usize) -> *mut u8 {
         return core::ptr::null_mut();
     }
     imp::map_aligned(size, align)
+}
+
+/// Address space of `size` bytes at a multiple of `align` (a power of two, at least the page
+/// size), of which parts are used once [`commit`]ted and given back by [`decommit`] (the arenas'
+/// ranges); null when the OS refuses. Where committing is a separate step (Windows) the space
+/// costs no memory or commit charge and faults until committed; elsewhere it is a [`map_aligned`]
+/// mapping, whose pages cost memory once touched. [`unmap`] takes it whole.
+pub fn reserve_aligned(size: usize, align: usize) -> *mut u8 {
+    if fault::take() {
+        return core::ptr::null_mut();
+    }
+    #[cfg(poolalloc_port = "windows")]
+    return imp::reserve_aligned(size, align);
+    #[cfg(not(poolalloc_port = "windows"))]
+    imp::map_aligned(size, align)
+}
+
+/// Makes `[p, p + size)`, a page-aligned part of a [`reserve_aligned`] space, usable read-write
+/// and zero; false, changing nothing, where the OS refuses (Windows: the commit limit). Nothing
+/// to do elsewhere (the pages come on first touch).
+///
+/// # Safety
+/// The range lies inside one space made by [`reserve_aligned`], and is decommitted (or was never
+/// committed).
+pub unsafe fn commit(p: *mut u8, size: usize) -> bool {
+    #[cfg(poolalloc_port = "windows")]
+    // SAFETY: forwarded contract.
+    return unsafe { imp::commit(p, size) };
+    #[cfg(not(poolalloc_port = "windows"))]
+    {
+        let _ = (p, size);
+        true
+    }
+}
+
+/// Gives the memory of `[p, p + size)`, a page-aligned part of a [`reserve_aligned`] space, back
+/// to the OS until it is [`commit`]ted again, which makes it read as zero. Windows decommits
+/// (the range faults meanwhile, and its commit charge goes back); elsewhere it is a [`purge`].
+///
+/// # Safety
+/// The range lies inside one space made by [`reserve_aligned`], is page aligned, and holds
+/// nothing anyone needs; nothing touches it before it is committed again.
+pub unsafe fn decommit(p: *mut u8, size: usize) {
+    #[cfg(poolalloc_port = "windows")]
+    // SAFETY: forwarded contract.
+    unsafe {
+        imp::unmap_part(p, size)
+    };
+    #[cfg(not(poolalloc_port = "windows"))]
+    // SAFETY: forwarded contract (a reserved space is a mapping made here).
+    unsafe {
+        purge(p, size)
+    };
 }
 
 /// `size` bytes of zeroed read-write address space of which only the pages touched cost memory

@@ -102,13 +102,35 @@ pub fn map_sparse(size: usize) -> *mut u8 {
     map(size)
 }
 
-/// Reserves and commits `size` bytes at a multiple of `align`: first where the OS puts it (often
-/// aligned already), else at the aligned address inside a larger reservation just released.
+/// Reserves and commits `size` bytes at a multiple of `align` (see [`place_aligned`]).
 pub fn map_aligned(size: usize, align: usize) -> *mut u8 {
+    place_aligned(size, align, MEM_RESERVE | MEM_COMMIT, PAGE_READWRITE)
+}
+
+/// Reserves `size` bytes at a multiple of `align`, committing nothing (`PAGE_NOACCESS` until
+/// [`commit`]): an arena's range, which costs no commit charge until used.
+pub fn reserve_aligned(size: usize, align: usize) -> *mut u8 {
+    place_aligned(size, align, MEM_RESERVE, PAGE_NOACCESS)
+}
+
+/// Commits `[p, p + size)` of a reservation of ours read-write (zero where it was decommitted);
+/// false where the OS refuses (the commit limit).
+///
+/// # Safety
+/// See `os::commit`.
+pub unsafe fn commit(p: *mut u8, size: usize) -> bool {
+    !valloc(p, size, MEM_COMMIT, PAGE_READWRITE).is_null()
+}
+
+/// `size` bytes allocated as `kind` with `prot` at a multiple of `align`: first where the OS puts
+/// them (often aligned already), else at the aligned address inside a larger reservation just
+/// released.
+fn place_aligned(size: usize, align: usize, kind: u32, prot: u32) -> *mut u8 {
+    let place = || valloc(ptr::null_mut(), size, kind, prot);
     if align <= granularity() {
-        return map(size);
+        return place();
     }
-    let p = map(size);
+    let p = place();
     if p.is_null() || p as usize % align == 0 {
         return p;
     }
@@ -126,12 +148,7 @@ pub fn map_aligned(size: usize, align: usize) -> *mut u8 {
         // SAFETY: r is our own whole reservation, unused.
         unsafe { unmap(r, total) };
         // Another thread may take the range between the release and this call: then try again.
-        let q = valloc(
-            start as *mut u8,
-            size,
-            MEM_RESERVE | MEM_COMMIT,
-            PAGE_READWRITE,
-        );
+        let q = valloc(start as *mut u8, size, kind, prot);
         if !q.is_null() {
             return q;
         }
