@@ -2,10 +2,11 @@
 //! so that a large block costs no system call in the steady state (issue 42; mimalloc v3's arenas,
 //! jemalloc's extents).
 //!
-//! - **Ranges.** The first range is 64 MiB, each next one twice the last, up to 1 GiB, aligned to
-//!   the huge page; one mapping each, kept while the process uses it (only address space: what is
-//!   not in use is purged). Where the OS refuses a range, a smaller one
-//!   is tried, down to the request; where it refuses that too, the span maps its own memory.
+//! - **Ranges.** The first range is 64 MiB, each next one twice the last, up to 1 GiB (32-bit
+//!   targets: 16 to 64 MiB), aligned to the huge page; one mapping each, kept while the process
+//!   uses it (only address space: what is not in use is purged). Where the OS refuses a range, a
+//!   smaller one is tried, down to the request; where it refuses that too, the span maps its own
+//!   memory, and no range is asked for during [`REFUSED_PAUSE_MS`].
 //! - **The index.** A free run of granules ([`CHUNK_SIZE`]) is recorded at both ends (its length at
 //!   its first and at its last granule, so a run given back joins its neighbours in O(1)) and sits
 //!   in one of 33 bins: bin `k < 32` holds runs of exactly `k + 1` granules, bin 32 the longer ones.
@@ -25,11 +26,13 @@
 //!   a commit and a decommit, so the arenas serve there too and a freed span costs no commit
 //!   charge.
 //!
-//! Only on 64-bit targets whose memory goes back to the OS ([`ENABLED`]: Unix and Windows). On
-//! wasm32 (memory never goes back) spans keep a mapping each, as before; so do 32-bit targets,
-//! whose address space ranges of 64 MiB and more would crowd (under qemu-arm, with ranges of up
-//! to 256 MiB reserved, the guest's `mmap` and `munmap` failed with ENOMEM and
-//! large_block_sources' threads spun on the span locks for minutes).
+//! Where memory goes back to the OS ([`ENABLED`]: Unix and Windows, 64- and 32-bit). On 32-bit
+//! targets the ranges are smaller and one idle range is kept, not four: with ranges of up to
+//! 256 MiB and four idle, qemu-arm's guest ran out of address space (`mmap` and `munmap` failed
+//! with ENOMEM). On wasm32, where memory never goes back, a span keeps a mapping of its own,
+//! which `os::` takes from the runtime's allocator (dlmalloc): its free lists already hold the
+//! mappings given back for reuse, and an arena would only add a second index over the same
+//! never-shrinking memory (and a purge there zeroes by hand).
 //!
 //! Locks: the arena's lock is taken alone (never with the span cache's), and never across a
 //! system call: a new range is mapped before the lock is taken to record it, and a run is purged
@@ -39,10 +42,13 @@ use crate::base::lock::Lock;
 use crate::chunks::chunk::CHUNK_SIZE;
 use crate::os;
 use core::ptr;
+use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
-/// Runs cut from the arenas where memory goes back to the OS ([`os::RETURNS_MEMORY`]) and the
-/// address space is 64-bit.
-pub const ENABLED: bool = os::RETURNS_MEMORY && cfg!(target_pointer_width = "64");
+/// Until when (`os::now_ms`) no new range is asked for ([`REFUSED_PAUSE_MS`]); 0: none refused.
+static REFUSED_UNTIL: AtomicU32 = AtomicU32::new(0);
+
+/// Runs cut from the arenas where memory goes back to the OS ([`os::RETURNS_MEMORY`]).
+pub const ENABLED: bool = os::RETURNS_MEMORY;
 /// The longest run cut from an arena at once (a chunk region; spans take shorter ones, see
 /// `span::ARENA_SPAN`).
 pub const MAX_RUN: usize = 4 << 20;
@@ -51,17 +57,19 @@ pub const MAX_RUN: usize = 4 << 20;
 pub const MAX_ALIGN: usize = 2 << 20;
 
 const GRANULE: usize = CHUNK_SIZE;
-const FIRST_RANGE: usize = 64 << 20;
-const LARGEST_RANGE: usize = if cfg!(target_pointer_width = "64") {
-    1 << 30
-} else {
-    // Never used (the arenas are off there); small enough to hold in the index's ids.
-    64 << 20
-};
+const WIDE: bool = cfg!(target_pointer_width = "64");
+/// The first range, and the largest (each next one twice the last). On 32-bit targets a quarter
+/// and a sixteenth of 64-bit's: the whole address space is 2 to 4 GiB there.
+const FIRST_RANGE: usize = if WIDE { 64 << 20 } else { 16 << 20 };
+const LARGEST_RANGE: usize = if WIDE { 1 << 30 } else { 64 << 20 };
 /// Ranges, at most (64-bit: some 60 GiB of spans; past it spans map their own memory).
 const MAX_RANGES: usize = 64;
-/// Ranges all free that are kept; one more goes back to the OS.
-const IDLE_RANGES: usize = 4;
+/// Ranges all free that are kept; one more goes back to the OS (32-bit: one, 64 MiB at most).
+const IDLE_RANGES: usize = if WIDE { 4 } else { 1 };
+/// After the OS refused a range of the least size a request needed, no new range is asked for
+/// during this long (ms): a process at the end of its address space makes one failed call a
+/// second, not one per large block (each then maps its own span, or is refused).
+const REFUSED_PAUSE_MS: u32 = 1000;
 /// Bins of exact run lengths (1 to 32 granules), then one of longer runs.
 const EXACT_BINS: usize = 32;
 const BINS: usize = EXACT_BINS + 1;
@@ -71,6 +79,7 @@ const NIL: u32 = u32::MAX;
 const GRANULE_BITS: u32 = 16;
 const _: () = assert!(LARGEST_RANGE / GRANULE <= 1 << GRANULE_BITS);
 const _: () = assert!(MAX_RUN + MAX_ALIGN <= FIRST_RANGE);
+const _: () = assert!(FIRST_RANGE <= LARGEST_RANGE && LARGEST_RANGE % MAX_ALIGN == 0);
 // Every request (with its alignment's slack) fits the exact bins: a run of a bin at or above the
 // request's holds it.
 const _: () = assert!((MAX_RUN + MAX_ALIGN) / GRANULE - 1 <= EXACT_BINS);
@@ -353,6 +362,10 @@ pub fn take(len: usize, align: usize) -> Option<(*mut u8, usize)> {
             a.free_slot()?;
             a.next_size()
         };
+        let until = REFUSED_UNTIL.load(Relaxed);
+        if until != 0 && (until.wrapping_sub(os::now_ms()) as i32) > 0 {
+            return None;
+        }
         // Mapped without the lock; another thread may map one meanwhile (then both are kept).
         if !grow(want, len + align) {
             return None;
@@ -391,6 +404,8 @@ fn grow(want: usize, least: usize) -> bool {
             break b;
         }
         if size <= least {
+            // Never 0 (that is "no pause").
+            REFUSED_UNTIL.store(os::now_ms().wrapping_add(REFUSED_PAUSE_MS) | 1, Relaxed);
             return false;
         }
         size = (size / 2).max(least);
