@@ -52,11 +52,12 @@
 //!   out; [`Stats::allocations`] counts small blocks as supplied slots.
 //! - **abandoned chunk**: a chunk with live slots whose owning thread exited; a heap that needs a
 //!   chunk of its class **adopts** it, or the purger gives it back once its slots are freed.
-//! - **chunk source** (`memory/source.rs`): where chunks come from and go when no heap owns them:
-//!   **retained** empty chunks (every empty chunk the source holds for a class, the first
-//!   [`retained_chunks`] of them kept past the purge delay), abandoned chunks, and the chunk
-//!   regions, whose 2 MiB **units** hold the chunks no one holds (never handed out, or given back:
-//!   purged, or kept resident inside a huge page), handed out again fullest unit first.
+//! - **chunk source**: where chunks come from and go when no heap owns them. Its per-class lists
+//!   (`memory/chunk_lists.rs`): **retained** empty chunks (every empty chunk kept for a class,
+//!   the first [`retained_chunks`] of them kept past the purge delay) and abandoned chunks. Its
+//!   chunk regions (`memory/source.rs`), whose 2 MiB **units** hold the chunks no one holds
+//!   (never handed out, or given back: purged, or kept resident inside a huge page), handed out
+//!   again fullest unit first.
 //! - **purge**: to give a range's pages back to the OS but keep it mapped (`madvise` on Linux); the
 //!   **purger** (`memory/purge.rs`) is the background thread that purges retained chunks and
 //!   waiting spans after the purge delay, reaps abandoned chunks and trims the system allocator.

@@ -7,7 +7,11 @@ use crate::base::stack_text::StackText;
 use crate::chunks::chunk::{self, CHUNK_SIZE};
 use crate::os::{self, Backend};
 #[cfg(poolalloc_pools)]
-use crate::{memory::purge, memory::source, thread::heap};
+use crate::{
+    memory::purge,
+    memory::{chunk_lists, source},
+    thread::heap,
+};
 use core::fmt;
 
 /// Counters of one size class. Slots of a class's chunks are either `live` (held by the program),
@@ -203,7 +207,7 @@ fn gather(s: &mut Stats) {
     let clamp = |x: usize| if x > isize::MAX as usize { 0 } else { x };
     let mut live_blocks = 0;
     for (c, t) in threads.iter().enumerate() {
-        let src = source::counts(c);
+        let src = chunk_lists::counts(c);
         let (size, cap) = (size_class::CLASS_SIZE[c], chunk::capacity_of(c));
         // `used` counts live slots and cached slots (see `Chunk::used`).
         let held = t.used + src.abandoned_used;

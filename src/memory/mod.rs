@@ -1,6 +1,6 @@
 //! Where memory comes from and goes. Address space comes from the arenas (`arena`: large reserved
-//! ranges, free runs found through an index); chunks (`source`: regions in 2 MiB units, retained
-//! empty and abandoned chunks) and spans (`span`: an arena's run, or above 4 MiB a mapping of its
+//! ranges, free runs found through an index); chunks (`source`: regions in 2 MiB units, the
+//! huge-page filler; `chunk_lists`: the retained empty and abandoned chunks of each class) and spans (`span`: an arena's run, or above 4 MiB a mapping of its
 //! own, per large block; `span_cache`: the freed ones waiting for reuse) are cut from them; large
 //! blocks (`large`: the system allocator or spans); purging (`purge`: the one delay policy, the
 //! purger thread, `trim`).
@@ -12,6 +12,7 @@
 //! inaccessible space for zero-size blocks.
 
 pub(crate) mod arena;
+pub(crate) mod chunk_lists;
 pub(crate) mod large;
 pub(crate) mod purge;
 pub(crate) mod source;

@@ -2,7 +2,7 @@
 //! goes back to the OS) for chunk memory and span memory alike, applied by one background thread
 //! started from here alone ([`running`]), and [`trim`], which applies it with a delay of zero.
 //! Every period the thread reaps abandoned chunks whose blocks were freed and gives back the empty
-//! chunks that waited the delay (`source::purge_expired`), then the freed spans that waited it
+//! chunks that waited the delay (`chunk_lists::purge_expired`), then the freed spans that waited it
 //! (`span::expire`: to their arena, purged, or to the OS). The layers below know nothing of the
 //! thread: the chunk source is told by its caller whether the purger runs.
 //!
@@ -19,7 +19,7 @@
 //! chunks beyond the retained ones go back at once. A delay of zero never starts it. The delay is a
 //! setting (`settings.rs`: `POOLALLOC_PURGE_DELAY_MS`, `set_purge_delay`).
 
-use crate::memory::{source, span};
+use crate::memory::{chunk_lists, span};
 use crate::{base::settings, os};
 use core::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
@@ -95,7 +95,7 @@ fn main() {
 
 /// One period: the chunks, then the spans, that waited `delay_ms` at `now` go back.
 fn tick(now: u32, delay_ms: u32) {
-    source::purge_expired(now, delay_ms);
+    chunk_lists::purge_expired(now, delay_ms);
     span::expire(now, delay_ms);
 }
 
@@ -103,7 +103,7 @@ fn tick(now: u32, delay_ms: u32) {
 /// empty chunk and free chunk kept in a huge page (where memory can go back at all), every
 /// waiting span.
 pub fn trim() {
-    source::trim();
+    chunk_lists::trim();
     span::expire(os::now_ms(), 0);
 }
 

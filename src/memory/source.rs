@@ -1,4 +1,4 @@
-//! Where chunks come from and where they go when no heap owns them.
+//! Where chunks come from, and where they go back for good: regions of units, the huge-page filler.
 //!
 //! - **Regions and units**: chunks are carved from 4 MiB regions mapped at once (one mmap per 16
 //!   chunks), 2 MiB-aligned, each two *units* of 8 chunks, 2 MiB (where a region is one chunk,
@@ -14,37 +14,20 @@
 //!   one by one (each splits its huge page), emptiest unit first, down to the bound; `trim`
 //!   purges them all. Only above 1024 chunks' worth of free units is address space unmapped, a
 //!   unit at a time.
-//! - **Retained empty chunks**, per class: a chunk whose slots are all free. The first `retain` of
-//!   a class (default 1) are kept; the others wait the purge delay (250 ms by default) and are then
-//!   purged by the background purger thread, so a program that frees a heap and builds it again
-//!   soon after reuses the pages without faulting them in again, and one that frees everything and
-//!   goes idle still sees its RSS fall within a second, with no call. The delay is the only bound
-//!   on how many wait: a class with no empty chunk of its own takes another class's (its pages
-//!   are still resident) before one from the regions, so waiting chunks never raise the peak
-//!   of chunk memory (large blocks and the program's own mappings can stack on them for up to
-//!   the delay), and a program that frees much in a busy phase builds it again without faulting
-//!   it back in.
-//!   (Until 2026-11-25 at most 16 MiB waited and the rest was purged at once, in the freeing
-//!   thread: frag-free-all took 1.5× the time at scale 3; benches/results/faults.md.)
-//! - **Abandoned chunks**, per class: chunks with live slots whose owning thread exited. A heap
-//!   that needs a chunk of the class adopts one; the purger (and `trim`) collects their remote
-//!   frees and releases those that became empty.
 //!
-//! Locks: one per class (its empty and abandoned lists), then the region lock; never the other
-//! way round. No system call is made under the region lock but the doubling of its table of
-//! units: a region is mapped (or cut from an arena) before the lock is taken to record it, and
-//! what a chunk given back leaves to do (a unit's purge, a unit going back) is done after it is
-//! released ([`After`]), as is each purge of a dirty chunk (taken out of its unit meanwhile). A chunk on a list here has no owner: the holder of the list's lock may touch every
-//! field of its header.
+//! Chunks that exist but no heap owns (retained empty, abandoned) are `chunk_lists`' business;
+//! a chunk comes here new ([`take_chunk`]) and goes back here for good ([`give_chunk`]).
+//!
+//! Locks: the region lock, taken after `chunk_lists`' class locks, never before. No system call
+//! is made under it but the doubling of its table of units: a region is mapped (or cut from an
+//! arena) before the lock is taken to record it, and what a chunk given back leaves to do (a
+//! unit's purge, a unit going back) is done after it is released ([`After`]), as is each purge of
+//! a dirty chunk (taken out of its unit meanwhile).
 
-use crate::base::class_set::ClassSet;
-use crate::base::contention;
 use crate::base::lock::Lock;
-use crate::base::size_class::NUM_CLASSES;
 use crate::checks::hardened;
 use crate::chunks::addr_map::{self, Kind};
 use crate::chunks::chunk::{self, CHUNK_SIZE, Chunk};
-use crate::chunks::link;
 use crate::{base::settings, memory::arena, os};
 use core::ptr;
 use core::sync::atomic::{AtomicUsize, Ordering};
@@ -94,10 +77,6 @@ const FREE_UNITS_MAX: usize = 1024 / UNIT_CHUNKS;
 /// splitting their huge pages, until back under it; `trim` purges them all.
 const DIRTY_MIN_CHUNKS: usize = (8 << 20) / CHUNK_SIZE;
 const DIRTY_SHARE: usize = 8;
-
-/// Class `c` is in: its empty list may hold a chunk (put in under the class lock when one is
-/// pushed, taken out under it when the list empties; read without the lock as a hint).
-static NONEMPTY: ClassSet = ClassSet::new();
 
 // ---------------------------------------------------------------------------------------------------
 // Regions and units.
@@ -661,36 +640,9 @@ pub fn huge_bytes() -> usize {
     REGIONS.lock().huge_bytes()
 }
 
-// ---------------------------------------------------------------------------------------------------
-// Per-class lists.
-
-struct ClassLists {
-    /// Empty chunks, newest first, linked through `next`.
-    empty: *mut Chunk,
-    nempty: usize,
-    /// Abandoned chunks, doubly linked through `prev`/`next`.
-    abandoned: *mut Chunk,
-    nabandoned: usize,
-}
-
-// SAFETY: the lists hold chunks no heap owns; access is serialised by the lock.
-unsafe impl Send for ClassLists {}
-
-static CLASSES: [Lock<ClassLists>; NUM_CLASSES] = [const {
-    Lock::new(ClassLists {
-        empty: ptr::null_mut(),
-        nempty: 0,
-        abandoned: ptr::null_mut(),
-        nabandoned: 0,
-    })
-}; NUM_CLASSES];
-
-/// Chunks of each class that exist: owned by heaps, abandoned, or empty here.
-static CHUNKS: [AtomicUsize; NUM_CLASSES] = [const { AtomicUsize::new(0) }; NUM_CLASSES];
-
-/// Chunks that exist (the sum of [`CHUNKS`]), the most that ever existed at once, chunks mapped
-/// from the OS and chunks purged, since start: cumulative counters for `stats`, kept where chunks
-/// come and go (never on a fast path).
+/// Chunks that exist (held by heaps or `chunk_lists`), the most that ever existed at once, chunks
+/// mapped from the OS and chunks purged, since start: cumulative counters for `stats`, kept where
+/// chunks come and go (never on a fast path).
 static HELD: AtomicUsize = AtomicUsize::new(0);
 static PEAK_HELD: AtomicUsize = AtomicUsize::new(0);
 static MAPPED: AtomicUsize = AtomicUsize::new(0);
@@ -705,299 +657,36 @@ pub fn lifetime() -> (usize, usize, usize) {
     )
 }
 
-/// Remote frees collected here (from abandoned chunks) per class, a wrapping count that the
-/// heaps' cached-slot counters are offset by (see `heap::class_totals`).
-static COLLECTED: [AtomicUsize; NUM_CLASSES] = [const { AtomicUsize::new(0) }; NUM_CLASSES];
-
-/// A chunk of class `class` with no owner and no slot handed out (a retained empty one of the
-/// class, else an empty one of another class, else one from the regions' units), or null when out
-/// of memory.
-pub fn acquire(class: usize) -> *mut Chunk {
-    link::init();
-    // An empty chunk of the class; else one of another class: its pages are still resident (it
-    // has not been purged), so re-initialised for this class it costs no page fault, where a purged
-    // or a fresh chunk costs one per page (a program whose sizes drift frees chunks of one class
-    // and wants another's).
-    let others = NONEMPTY.members();
-    let candidates = core::iter::once(class)
-        .chain((0..NUM_CLASSES).filter(|&o| o != class && others.contains(o)));
-    for from in candidates {
-        let c = take_empty(from);
-        if c.is_null() {
-            continue;
-        }
-        if from != class {
-            CHUNKS[from].fetch_sub(1, Ordering::Relaxed);
-            CHUNKS[class].fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: c came off an empty list: no heap owns it and none of its slots is handed out,
-        // so it is ours to re-initialise for `class`.
-        return unsafe { chunk::init(chunk::base(c), class) };
-    }
+/// A new chunk from the units (the fullest with a free one; a new region when none has), zeroed
+/// and aligned; null when the OS refuses memory.
+pub(super) fn take_chunk() -> *mut u8 {
     let base = map_chunk();
-    if base.is_null() {
-        return ptr::null_mut();
+    if !base.is_null() {
+        let held = HELD.fetch_add(1, Ordering::Relaxed) + 1;
+        PEAK_HELD.fetch_max(held, Ordering::Relaxed);
     }
-    CHUNKS[class].fetch_add(1, Ordering::Relaxed);
-    let held = HELD.fetch_add(1, Ordering::Relaxed) + 1;
-    PEAK_HELD.fetch_max(held, Ordering::Relaxed);
-    // SAFETY: a chunk from the regions is aligned, zeroed and ours alone.
-    unsafe { chunk::init(base, class) }
+    base
 }
 
-/// Takes the newest empty chunk of `class` off its list (null when there is none).
-fn take_empty(class: usize) -> *mut Chunk {
-    let mut l = CLASSES[class].lock();
-    let c = l.empty;
-    if c.is_null() {
-        return c;
-    }
-    // SAFETY: c heads the empty list, whose lock we hold: its `next` is the list's own link.
-    l.empty = unsafe { (*c).next };
-    l.nempty -= 1;
-    if l.nempty == 0 {
-        NONEMPTY.remove(class);
-    }
-    drop(l);
-    c
-}
-
-/// Takes back a chunk whose slots are all free: retained, waiting for the purger (`purger_runs`:
-/// the caller asked `purge::running`), or purged now.
+/// Gives a chunk back to its unit for good (see [`purge`]).
 ///
 /// # Safety
-/// `c` must be a live chunk that no heap owns, with `used == 0`, an empty remote list and no
-/// other reference to it.
-pub unsafe fn release(c: *mut Chunk, purger_runs: bool) {
-    // SAFETY: the caller hands the chunk over.
-    let class = unsafe { (*c).class as usize };
-    let retain = settings::retained_chunks();
-    // Where memory cannot go back to the OS (wasm32), every empty chunk waits here, for any class.
-    let keep = !os::RETURNS_MEMORY || purger_runs;
-    let mut l = CLASSES[class].lock();
-    if l.nempty < retain || keep {
-        // SAFETY: as above; we hold the class lock.
-        unsafe {
-            (*c).emptied_at = os::now_ms();
-            (*c).next = l.empty;
-        }
-        l.empty = c;
-        l.nempty += 1;
-        NONEMPTY.insert(class);
-        return;
-    }
-    drop(l);
-    CHUNKS[class].fetch_sub(1, Ordering::Relaxed);
+/// `c` must be a chunk of ours that nobody refers to any more.
+pub(super) unsafe fn give_chunk(c: *mut Chunk) {
     HELD.fetch_sub(1, Ordering::Relaxed);
-    // SAFETY: as above.
+    // SAFETY: forwarded.
     unsafe { purge(c) };
 }
 
-/// Takes back a chunk whatever its slots hold (a dropped `Heap`'s: none is referred to any more):
-/// its header starts over (nothing carved, no slot counted, no remote frees) and it is released
-/// as an empty one (`purger_runs` as for [`release`]).
-///
-/// # Safety
-/// `c` must be a live chunk that no heap owns and no other thread touches (no slot of it live,
-/// none waiting in a remote-free batch).
-pub unsafe fn discard(c: *mut Chunk, purger_runs: bool) {
-    // SAFETY: the caller hands the chunk over; its base is CHUNK_SIZE-aligned, ours, read-write.
-    unsafe {
-        let class = (*c).class as usize;
-        let c = chunk::init(chunk::base(c), class);
-        release(c, purger_runs);
-    }
+/// Every free chunk kept resident inside a partly used huge page purged (`trim`).
+pub(super) fn purge_all_dirty() {
+    purge_dirty(0);
+    REGIONS.lock().over_since = None;
 }
 
-/// Puts a chunk with live slots on its class's abandoned list.
-///
-/// # Safety
-/// `c` must be a live chunk whose owner is gone (`owner` null) and that nobody else refers to.
-pub unsafe fn abandon(c: *mut Chunk) {
-    // SAFETY: the caller hands the chunk over.
-    let class = unsafe { (*c).class as usize };
-    let mut l = CLASSES[class].lock();
-    // SAFETY: we hold the class lock; c is on no list and ours to link.
-    unsafe { chunk::push(&raw mut l.abandoned, c) };
-    l.nabandoned += 1;
-}
-
-/// Takes an abandoned chunk of class `class` for the calling heap to adopt, or null.
-pub fn adopt(class: usize) -> *mut Chunk {
-    let mut l = CLASSES[class].lock();
-    let c = l.abandoned;
-    if !c.is_null() {
-        // SAFETY: c heads the abandoned list and we hold its lock.
-        unsafe { unlink_abandoned(&mut l, c) };
-        contention::adoption();
-    }
-    c
-}
-
-/// # Safety
-/// `c` must be on `l`'s abandoned list.
-unsafe fn unlink_abandoned(l: &mut ClassLists, c: *mut Chunk) {
-    // SAFETY: c is on the list, whose lock the caller holds.
-    unsafe { chunk::unlink(&raw mut l.abandoned, c) };
-    l.nabandoned -= 1;
-}
-
-/// Collects the remote frees of class `class`'s abandoned chunks and takes out those that became
-/// empty (linked through `next`; the caller releases or purges them).
-fn reap_abandoned(class: usize) -> *mut Chunk {
-    let mut l = CLASSES[class].lock();
-    let mut out: *mut Chunk = ptr::null_mut();
-    let mut c = l.abandoned;
-    let mut collected = 0u32;
-    while !c.is_null() {
-        // SAFETY: c is on the abandoned list, whose lock we hold: no heap owns it, so we may
-        // collect its remote frees (as an owner would) and relink it.
-        unsafe {
-            let next = (*c).next;
-            collected += chunk::collect_remote(c);
-            if chunk::used(c) == 0 {
-                unlink_abandoned(&mut l, c);
-                (*c).next = out;
-                out = c;
-            }
-            c = next;
-        }
-    }
-    drop(l);
-    COLLECTED[class].fetch_add(collected as usize, Ordering::Relaxed);
-    out
-}
-
-/// Remote frees collected from abandoned chunks of class `class` so far (wrapping).
-pub fn collected(class: usize) -> usize {
-    COLLECTED[class].load(Ordering::Relaxed)
-}
-
-/// Releases each chunk of a list linked through `next` (`purge_now`: straight to the OS; else
-/// they may wait for the purger: only the purger's own period and `trim` call this, and where
-/// `trim` does not purge now, memory never goes back, so empty chunks wait anyway).
-///
-/// # Safety
-/// Every chunk on the list must satisfy [`release`]'s contract.
-unsafe fn release_list(mut c: *mut Chunk, purge_now: bool) {
-    while !c.is_null() {
-        // SAFETY: forwarded.
-        unsafe {
-            let next = (*c).next;
-            if purge_now {
-                CHUNKS[(*c).class as usize].fetch_sub(1, Ordering::Relaxed);
-                HELD.fetch_sub(1, Ordering::Relaxed);
-                purge(c);
-            } else {
-                release(c, true);
-            }
-            c = next;
-        }
-    }
-}
-
-/// Purges the empty chunks of class `class` beyond the first `keep` that have been empty for
-/// `delay_ms` (every one beyond `keep` when `delay_ms` is zero).
-fn purge_empty(class: usize, keep: usize, now: u32, delay_ms: u32) {
-    let list = {
-        let mut l = CLASSES[class].lock();
-        if l.nempty <= keep {
-            return;
-        }
-        let mut out: *mut Chunk = ptr::null_mut();
-        let mut link: *mut *mut Chunk = &mut l.empty;
-        let (mut i, mut gone) = (0, 0);
-        // SAFETY: every chunk on the empty list is ours while we hold the lock.
-        unsafe {
-            while !(*link).is_null() {
-                let c = *link;
-                if i >= keep && now.wrapping_sub((*c).emptied_at) >= delay_ms {
-                    *link = (*c).next;
-                    (*c).next = out;
-                    out = c;
-                    gone += 1;
-                } else {
-                    link = &raw mut (*c).next;
-                    i += 1;
-                }
-            }
-        }
-        l.nempty -= gone;
-        if l.nempty == 0 {
-            NONEMPTY.remove(class);
-        }
-        out
-    };
-    // SAFETY: the chunks left the empty list: empty, unowned, referred to by nobody.
-    unsafe { release_list(list, true) };
-}
-
-/// Returns everything returnable: abandoned chunks that became empty, and every empty chunk.
-/// Where memory cannot go back to the OS (wasm32), the empty chunks stay for reuse.
-pub fn trim() {
-    for class in 0..NUM_CLASSES {
-        let reaped = reap_abandoned(class);
-        // SAFETY: reaped chunks are empty and off every list.
-        unsafe { release_list(reaped, os::RETURNS_MEMORY) };
-        if os::RETURNS_MEMORY {
-            purge_empty(class, 0, 0, 0);
-        }
-    }
-    if os::RETURNS_MEMORY {
-        // Everything means the free chunks kept inside partly used huge pages too.
-        purge_dirty(0);
-        REGIONS.lock().over_since = None;
-    }
-}
-
-/// What the source holds of class `class`: the class's chunks, retained empty chunks, abandoned
-/// chunks, and the abandoned chunks' `used` and live requested bytes (summed from their headers:
-/// nobody else touches an abandoned chunk's counts while we hold its list's lock, but remote
-/// freers, whose slots stay in `used` until collected).
-pub fn counts(class: usize) -> Counts {
-    let l = CLASSES[class].lock();
-    let (mut used, mut requested) = (0, 0);
-    let mut c = l.abandoned;
-    while !c.is_null() {
-        // SAFETY: c is on the abandoned list, whose lock we hold: a live header on no heap.
-        unsafe {
-            used += chunk::used(c) as usize;
-            requested += chunk::requested(c) as usize;
-            c = (*c).next;
-        }
-    }
-    Counts {
-        chunks: CHUNKS[class].load(Ordering::Relaxed),
-        retained: l.nempty,
-        abandoned: l.nabandoned,
-        abandoned_used: used,
-        abandoned_requested: requested,
-    }
-}
-
-/// See [`counts`].
-pub struct Counts {
-    pub chunks: usize,
-    pub retained: usize,
-    pub abandoned: usize,
-    pub abandoned_used: usize,
-    pub abandoned_requested: usize,
-}
-
-// ---------------------------------------------------------------------------------------------------
-// The chunks' part of a purge period (the thread and the policy: `purge.rs`).
-
-/// Reaps abandoned chunks that became empty and gives back the empty chunks beyond the retained
-/// ones that waited `delay_ms` at `now`, and free chunks kept in huge pages above their bound for
-/// that long.
-pub fn purge_expired(now: u32, delay_ms: u32) {
-    let retain = settings::retained_chunks();
-    for class in 0..NUM_CLASSES {
-        let reaped = reap_abandoned(class);
-        // SAFETY: reaped chunks are empty and off every list.
-        unsafe { release_list(reaped, false) };
-        purge_empty(class, retain, now, delay_ms);
-    }
+/// The purge period's part of the units: free chunks kept inside partly used huge pages above
+/// their bound for `delay_ms` at `now` are purged down to it.
+pub(super) fn purge_over_bound(now: u32, delay_ms: u32) {
     // The bound on free chunks kept inside partly used huge pages: held above it for the delay,
     // they are purged down to it.
     let bound = dirty_bound();
@@ -1018,28 +707,20 @@ pub fn purge_expired(now: u32, delay_ms: u32) {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// fork (see `fork.rs`, which takes these in the lock order).
+// fork (see `fork.rs`, which takes `chunk_lists`' locks first).
 
-/// Takes every lock of the source for `fork`: the class locks in order, then the region lock.
-pub(crate) fn lock_for_fork() {
-    for l in CLASSES.iter() {
-        core::mem::forget(l.lock());
-    }
+/// Takes the region lock for `fork`.
+pub(super) fn lock_for_fork() {
     core::mem::forget(REGIONS.lock());
 }
 
-/// Releases the locks taken by [`lock_for_fork`].
+/// Releases the lock taken by [`lock_for_fork`].
 ///
 /// # Safety
 /// Only after [`lock_for_fork`], by the same thread (or its forked child).
-pub(crate) unsafe fn unlock_after_fork() {
-    // SAFETY: held by lock_for_fork, guards forgotten.
-    unsafe {
-        REGIONS.force_unlock();
-        for l in CLASSES.iter() {
-            l.force_unlock();
-        }
-    }
+pub(super) unsafe fn unlock_after_fork() {
+    // SAFETY: held by lock_for_fork, guard forgotten.
+    unsafe { REGIONS.force_unlock() };
 }
 
 #[cfg(test)]

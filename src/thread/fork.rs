@@ -7,7 +7,7 @@
 //! The heap, which installs the hooks on its first use, hands in its own lock functions, so this
 //! module does not import the heap (the heap imports it).
 
-use crate::{checks, memory::purge, memory::source, memory::span, os};
+use crate::{checks, memory::chunk_lists, memory::purge, memory::span, os};
 use core::sync::atomic::{AtomicPtr, Ordering};
 
 /// The heap's lock and unlock functions, stored by [`install`].
@@ -27,7 +27,7 @@ pub fn install(lock_heap: fn(), unlock_heap: unsafe fn()) {
 
 fn prepare() {
     HEAP_LOCK.call();
-    source::lock_for_fork();
+    chunk_lists::lock_for_fork();
     span::lock_for_fork();
     checks::lock_for_fork();
 }
@@ -44,7 +44,7 @@ unsafe fn release(child: bool) {
     unsafe {
         checks::unlock_after_fork();
         span::unlock_after_fork();
-        source::unlock_after_fork();
+        chunk_lists::unlock_after_fork();
         unlock_heap();
     }
     if child {

@@ -12,7 +12,7 @@ use super::{
 use crate::base::lock::Lock;
 use crate::base::size_class::{self, COMMON_MAX};
 use crate::chunks::chunk::{self, Chunk, FreeSlot, push, unlink};
-use crate::{chunks::remote_list, memory::source};
+use crate::{chunks::remote_list, memory::chunk_lists};
 use core::ptr;
 use core::sync::atomic::Ordering::Relaxed;
 
@@ -249,7 +249,7 @@ unsafe fn refill(h: *mut ThreadHeap, c: usize) -> *mut Chunk {
             }
             // An abandoned chunk of this class (a few at most: they may all be full).
             if adopted < 4 && !(*h).owned {
-                let a = source::adopt(c);
+                let a = chunk_lists::adopt(c);
                 if !a.is_null() {
                     adopted += 1;
                     (*a).owner.store(h.cast(), Relaxed);
@@ -258,7 +258,7 @@ unsafe fn refill(h: *mut ThreadHeap, c: usize) -> *mut Chunk {
                     continue;
                 }
             }
-            let n = source::acquire(c);
+            let n = chunk_lists::acquire(c);
             if n.is_null() {
                 if direct_stale {
                     let _l = (*h).lists.lock();

@@ -7,7 +7,7 @@ use super::{ThreadHeap, bin, count_supply, current, empty, exited, init_heap, ma
 use super::{owner_add, owner_add_bytes, owner_add32, push_avail, this_heap};
 use crate::base::size_class::NUM_CLASSES;
 use crate::chunks::chunk::{self, Chunk, FreeSlot, unlink};
-use crate::{chunks::remote_list, memory::purge, memory::source};
+use crate::{chunks::remote_list, memory::chunk_lists, memory::purge};
 use core::ptr;
 use core::sync::atomic::Ordering::Relaxed;
 
@@ -119,7 +119,7 @@ pub(super) unsafe fn retire(ch: *mut Chunk) {
     // SAFETY: forwarded; with used == 0 no slot is handed out, so no remote free can arrive.
     unsafe {
         (*ch).owner.store(ptr::null_mut(), Relaxed);
-        source::release(ch, purge::running());
+        chunk_lists::release(ch, purge::running());
     }
 }
 

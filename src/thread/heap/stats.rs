@@ -6,8 +6,8 @@ use super::registry::{ORPHAN, ORPHAN_LARGE, REGISTRY};
 use super::{bin, current, empty, exited, init_heap, owner_add, this_heap};
 use crate::base::size_class::NUM_CLASSES;
 use crate::chunks::chunk;
+use crate::memory::chunk_lists;
 use crate::memory::large;
-use crate::memory::source;
 use core::alloc::Layout;
 use core::ptr;
 use core::sync::atomic::Ordering::Relaxed;
@@ -175,7 +175,10 @@ pub(crate) fn class_totals() -> [ClassTotals; NUM_CLASSES] {
     let mut t = [ClassTotals::default(); NUM_CLASSES];
     let r = REGISTRY.lock();
     for (c, o) in ORPHAN.iter().enumerate() {
-        t[c].cached = o.cached.load(Relaxed).wrapping_sub(source::collected(c));
+        t[c].cached = o
+            .cached
+            .load(Relaxed)
+            .wrapping_sub(chunk_lists::collected(c));
         t[c].supplied = o.supplied.load(Relaxed);
     }
     let mut h = r.live;

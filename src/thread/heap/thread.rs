@@ -13,7 +13,7 @@ use super::{
 use super::{set_current, this_heap, tls};
 use crate::base::size_class::NUM_CLASSES;
 use crate::chunks::chunk::{self, Chunk, FreeSlot, unlink};
-use crate::memory::{purge, source};
+use crate::memory::{chunk_lists, purge};
 use core::ptr;
 use core::sync::atomic::Ordering::Relaxed;
 
@@ -48,10 +48,10 @@ unsafe fn abandon_all(h: *mut ThreadHeap) {
             collect(b, ch);
             (*ch).owner.store(ptr::null_mut(), Relaxed);
             if chunk::used(ch) == 0 {
-                source::release(ch, purge::running());
+                chunk_lists::release(ch, purge::running());
             } else {
                 abandoned = true;
-                source::abandon(ch);
+                chunk_lists::abandon(ch);
             }
         });
         unregister(h);
@@ -173,7 +173,7 @@ pub(crate) unsafe fn owned_destroy(h: *mut ThreadHeap) {
         debug_assert_eq!((*h).batched, 0);
         take_all_chunks(h, |_, ch| {
             (*ch).owner.store(ptr::null_mut(), Relaxed);
-            source::discard(ch, purge::running());
+            chunk_lists::discard(ch, purge::running());
         });
         unregister(h);
     }
