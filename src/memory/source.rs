@@ -19,10 +19,10 @@
 //! a chunk comes here new ([`take_chunk`]) and goes back here for good ([`give_chunk`]).
 //!
 //! Locks: the region lock, taken after `chunk_lists`' class locks, never before. No system call
-//! is made under it but the doubling of its table of units: a region is mapped (or cut from an
-//! arena) before the lock is taken to record it, and what a chunk given back leaves to do (a
-//! unit's purge, a unit going back) is done after it is released ([`After`]), as is each purge of
-//! a dirty chunk (taken out of its unit meanwhile).
+//! is made under it: a region is mapped (or cut from an arena) before the lock is taken to record
+//! it, as is a larger table of units ([`record`]); what a chunk given back leaves to do (a unit's
+//! purge, a unit going back) is done after it is released ([`After`]), as is each purge of a
+//! dirty chunk (taken out of its unit meanwhile).
 
 use crate::base::lock::Lock;
 use crate::checks::hardened;
@@ -277,27 +277,37 @@ impl Regions {
     /// Records the units of a fresh region `[m, m + len)`, all chunks free, `guard`ed below (its
     /// first unit then owns the [`GUARD`] bytes below `m`); false when the table cannot grow (the
     /// OS has no memory).
-    fn insert(&mut self, m: *mut u8, len: usize, huge: bool, guard: bool, origin: usize) -> bool {
-        let k = len / UNIT;
-        if self.n + k > self.cap {
-            let cap = (self.cap * 2).max(4096).max(self.n + k);
-            let bytes = cap * size_of::<Unit>();
-            let t = os::map(bytes).cast::<Unit>();
-            if t.is_null() {
-                return false;
-            }
-            // SAFETY: both tables are ours; the new one holds cap >= n records; the old one,
-            // mapped with `self.cap` records, is referred to by nobody else.
-            unsafe {
-                if self.n > 0 {
-                    ptr::copy_nonoverlapping(self.units, t, self.n);
-                }
-                if self.cap > 0 {
-                    os::unmap(self.units.cast(), self.cap * size_of::<Unit>());
-                }
-            }
-            (self.units, self.cap) = (t, cap);
+    /// The capacity the table needs for `k` more units, when it has less (twice what it has, at
+    /// least 4096 records); None when they fit.
+    fn room_for(&self, k: usize) -> Option<usize> {
+        (self.n + k > self.cap).then(|| (self.cap * 2).max(4096).max(self.n + k))
+    }
+
+    /// Puts the table `t` of `cap` records (mapped by the caller, at least `n` of them) in place
+    /// of the current one, its records copied over; returns the old one (null, 0 when none) for
+    /// the caller to unmap once the lock is released.
+    ///
+    /// # Safety
+    /// `t` is a fresh mapping of ours of `cap * size_of::<Unit>()` bytes, `cap >= self.n`.
+    unsafe fn swap_table(&mut self, t: *mut Unit, cap: usize) -> (*mut Unit, usize) {
+        debug_assert!(cap >= self.n);
+        if self.n > 0 {
+            // SAFETY: both tables are ours and distinct; the new one holds cap >= n records.
+            unsafe { ptr::copy_nonoverlapping(self.units, t, self.n) };
         }
+        let old = (self.units, self.cap);
+        (self.units, self.cap) = (t, cap);
+        old
+    }
+
+    /// Records the region `[m, m + len)`, whole units, in a table with room for them
+    /// ([`room_for`](Self::room_for) is None).
+    fn insert(&mut self, m: *mut u8, len: usize, huge: bool, guard: bool, origin: usize) {
+        let k = len / UNIT;
+        assert!(
+            self.n + k <= self.cap,
+            "the units table has room (room_for)"
+        );
         let Err(at) = self.find(m) else {
             unreachable!("a fresh region is not recorded yet")
         };
@@ -325,7 +335,6 @@ impl Regions {
         for i in (at..at + k).rev() {
             self.link(i);
         }
-        true
     }
 
     /// A free chunk of the fullest unit that has one (a dirty one first: its pages are resident),
@@ -486,6 +495,43 @@ fn dirty_bound() -> usize {
     DIRTY_MIN_CHUNKS.max(HELD.load(Ordering::Relaxed) / DIRTY_SHARE)
 }
 
+/// Records the region `[m, m + len)` in the shared table: when the table must grow, the larger
+/// one is mapped without the lock, put in place under it, and the old one unmapped after (so no
+/// system call is made under the region lock). False when the OS refuses the larger table.
+fn record(m: *mut u8, len: usize, huge: bool, guard: bool, origin: usize) -> bool {
+    let k = len / UNIT;
+    loop {
+        let cap = {
+            let mut r = REGIONS.lock();
+            match r.room_for(k) {
+                None => {
+                    r.insert(m, len, huge, guard, origin);
+                    return true;
+                }
+                Some(cap) => cap,
+            }
+        };
+        let t = os::map(cap * size_of::<Unit>()).cast::<Unit>();
+        if t.is_null() {
+            return false;
+        }
+        let (old, old_cap) = {
+            let mut r = REGIONS.lock();
+            if r.cap < cap && r.n <= cap {
+                // SAFETY: t is our fresh mapping of cap records, cap >= n.
+                unsafe { r.swap_table(t, cap) }
+            } else {
+                // Another thread grew it meanwhile: this one is not needed.
+                (t, cap)
+            }
+        };
+        if old_cap > 0 {
+            // SAFETY: out of the table (or never in it) under the lock: nobody refers to it.
+            unsafe { os::unmap(old.cast(), old_cap * size_of::<Unit>()) };
+        }
+    }
+}
+
 /// Maps a region of `len` bytes of chunks (UNIT-aligned) without the regions' lock, marks them
 /// ours in the address map, then records its units under the lock; false when the OS has no
 /// memory.
@@ -537,7 +583,7 @@ fn map_region(len: usize) -> bool {
         unmap_all();
         return false;
     }
-    if !REGIONS.lock().insert(m, len, huge, guard, 0) {
+    if !record(m, len, huge, guard, 0) {
         addr_map::set(Kind::Chunk, m, len, false);
         unmap_all();
         return false;
@@ -553,7 +599,7 @@ fn region_at(m: *mut u8, len: usize, huge: bool, origin: usize) -> bool {
     // SAFETY: our own run of an arena, of whole units, UNIT-aligned: whole huge pages (when huge).
     let huge = huge && unsafe { os::advise_huge(m, len) };
     let recorded = addr_map::set(Kind::Chunk, m, len, true) && {
-        REGIONS.lock().insert(m, len, huge, false, origin) || {
+        record(m, len, huge, false, origin) || {
             addr_map::set(Kind::Chunk, m, len, false);
             false
         }
@@ -731,6 +777,22 @@ mod tests {
         Regions::new()
     }
 
+    /// [`record`] on a local table (no lock).
+    fn insert(r: &mut Regions, m: *mut u8, len: usize, huge: bool) {
+        if let Some(cap) = r.room_for(len / UNIT) {
+            let t = os::map(cap * size_of::<Unit>()).cast::<Unit>();
+            assert!(!t.is_null());
+            // SAFETY: t is our fresh mapping of cap records; the old table is nobody's after.
+            unsafe {
+                let (old, old_cap) = r.swap_table(t, cap);
+                if old_cap > 0 {
+                    os::unmap(old.cast(), old_cap * size_of::<Unit>());
+                }
+            }
+        }
+        r.insert(m, len, huge, false, 0);
+    }
+
     /// [`Regions::give_back`], then what it leaves to do (no lock here: the table is local).
     ///
     /// # Safety
@@ -765,7 +827,7 @@ mod tests {
         }
         let m = raw.wrapping_add(raw.align_offset(UNIT));
         let mut r = local();
-        assert!(r.insert(m, len, false, false, 0));
+        insert(&mut r, m, len, false);
         assert_eq!(r.nfree, len / UNIT);
         let taken: std::vec::Vec<*mut u8> = (0..20).map(|_| r.take()).collect();
         assert_eq!(
@@ -809,7 +871,7 @@ mod tests {
         let m = os::map_aligned(len, UNIT);
         assert!(!m.is_null());
         let mut r = local();
-        assert!(r.insert(m, len, true, false, 0));
+        insert(&mut r, m, len, true);
         assert_eq!((r.n, r.nfree), (2, 2));
         // Nine chunks: the first unit fills before the second is touched.
         let mut held: [*mut u8; 9] = [ptr::null_mut(); 9];
@@ -899,7 +961,7 @@ mod tests {
         let m = os::map_aligned(len, UNIT);
         assert!(!m.is_null());
         let mut r = local();
-        assert!(r.insert(m, len, false, false, 0));
+        insert(&mut r, m, len, false);
         let p = r.take();
         assert!(!r.is_huge(p));
         // SAFETY: a chunk of ours that nobody refers to; purged first, as `purge` does.
