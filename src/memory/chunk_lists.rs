@@ -236,16 +236,23 @@ pub fn collected(class: usize) -> usize {
 /// # Safety
 /// Every chunk on the list must satisfy [`release`]'s contract.
 unsafe fn release_list(mut c: *mut Chunk, purge_now: bool) {
+    if purge_now {
+        let mut p = c;
+        while !p.is_null() {
+            // SAFETY: on the caller's list: ours, its header readable.
+            unsafe {
+                CHUNKS[(*p).class as usize].fetch_sub(1, Ordering::Relaxed);
+                p = (*p).next;
+            }
+        }
+        // SAFETY: forwarded (neighbours purged together).
+        return unsafe { source::give_chunks(c) };
+    }
     while !c.is_null() {
         // SAFETY: forwarded.
         unsafe {
             let next = (*c).next;
-            if purge_now {
-                CHUNKS[(*c).class as usize].fetch_sub(1, Ordering::Relaxed);
-                source::give_chunk(c);
-            } else {
-                release(c, true);
-            }
+            release(c, true);
             c = next;
         }
     }

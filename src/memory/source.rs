@@ -724,6 +724,66 @@ pub(super) unsafe fn give_chunk(c: *mut Chunk) {
     unsafe { purge(c) };
 }
 
+/// Gives back the chunks of a list linked through `next` for good, as [`give_chunk`] does each,
+/// but with one purge per run of adjacent chunks of one unit (the purger's expired empty chunks
+/// are mostly neighbours: frag-free-all at scale 4 made 2 437 purges of one chunk each).
+///
+/// # Safety
+/// Every chunk on the list must be a chunk of ours that nobody refers to any more.
+pub(super) unsafe fn give_chunks(mut c: *mut Chunk) {
+    const BATCH: usize = 64;
+    while !c.is_null() {
+        let mut bases = [ptr::null_mut::<u8>(); BATCH];
+        let mut n = 0;
+        while !c.is_null() && n < BATCH {
+            // SAFETY: c is on the caller's list: ours, its header readable.
+            c = unsafe {
+                bases[n] = chunk::base(c);
+                (*c).next
+            };
+            n += 1;
+        }
+        HELD.fetch_sub(n, Ordering::Relaxed);
+        let bases = &mut bases[..n];
+        bases.sort_unstable();
+        let mut huge = [false; BATCH];
+        {
+            let mut r = REGIONS.lock();
+            for (h, &b) in huge.iter_mut().zip(bases.iter()) {
+                *h = r.is_huge(b);
+            }
+        }
+        // Outside the lock: no chunk is free yet, so nobody else takes one meanwhile.
+        let mut i = 0;
+        while i < n {
+            if huge[i] {
+                i += 1;
+                continue;
+            }
+            let unit = bases[i] as usize / UNIT;
+            let mut j = i + 1;
+            while j < n
+                && !huge[j]
+                && bases[j] as usize == bases[j - 1] as usize + CHUNK_SIZE
+                && bases[j] as usize / UNIT == unit
+            {
+                j += 1;
+            }
+            // SAFETY: chunks i..j are ours and unused (caller), adjacent, in one unit (one
+            // mapping); purging zeroes them, so their headers read as not live (magic 0).
+            unsafe { os::purge(bases[i], (j - i) * CHUNK_SIZE) };
+            i = j;
+        }
+        for (&b, &h) in bases.iter().zip(huge.iter()) {
+            // SAFETY: forwarded; what is left to do is done without the lock.
+            unsafe {
+                let after = REGIONS.lock().give_back(b, !h);
+                after.run(|u| REGIONS.lock().purged_unit(u));
+            }
+        }
+    }
+}
+
 /// Every free chunk kept resident inside a partly used huge page purged (`trim`).
 pub(super) fn purge_all_dirty() {
     purge_dirty(0);
