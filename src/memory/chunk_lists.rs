@@ -258,15 +258,16 @@ unsafe fn release_list(mut c: *mut Chunk, purge_now: bool) {
     }
 }
 
-/// Purges the empty chunks of class `class` beyond the first `keep` that have been empty for
-/// `delay_ms` (every one beyond `keep` when `delay_ms` is zero).
-fn purge_empty(class: usize, keep: usize, now: u32, delay_ms: u32) {
-    let list = {
+/// Takes the empty chunks of class `class` beyond the first `keep` that have been empty for
+/// `delay_ms` (every one beyond `keep` when `delay_ms` is zero) off its list, onto `out` (linked
+/// through `next`): the caller gives the chunks of every class back at once, so that neighbours
+/// of different classes are purged together ([`release_list`]).
+fn take_expired(class: usize, keep: usize, now: u32, delay_ms: u32, out: &mut *mut Chunk) {
+    {
         let mut l = CLASSES[class].lock();
         if l.nempty <= keep {
             return;
         }
-        let mut out: *mut Chunk = ptr::null_mut();
         let mut link: *mut *mut Chunk = &mut l.empty;
         let (mut i, mut gone) = (0, 0);
         // SAFETY: every chunk on the empty list is ours while we hold the lock.
@@ -275,8 +276,8 @@ fn purge_empty(class: usize, keep: usize, now: u32, delay_ms: u32) {
                 let c = *link;
                 if i >= keep && now.wrapping_sub((*c).emptied_at) >= delay_ms {
                     *link = (*c).next;
-                    (*c).next = out;
-                    out = c;
+                    (*c).next = *out;
+                    *out = c;
                     gone += 1;
                 } else {
                     link = &raw mut (*c).next;
@@ -288,23 +289,43 @@ fn purge_empty(class: usize, keep: usize, now: u32, delay_ms: u32) {
         if l.nempty == 0 {
             NONEMPTY.remove(class);
         }
-        out
-    };
-    // SAFETY: the chunks left the empty list: empty, unowned, referred to by nobody.
-    unsafe { release_list(list, true) };
+    }
+}
+
+/// Moves every chunk of the list `c` (linked through `next`) onto `out`.
+///
+/// # Safety
+/// The chunks are off every shared list, the caller's alone.
+unsafe fn push_all(mut c: *mut Chunk, out: &mut *mut Chunk) {
+    while !c.is_null() {
+        // SAFETY: the caller's chunk: its header is ours to relink.
+        unsafe {
+            let next = (*c).next;
+            (*c).next = *out;
+            *out = c;
+            c = next;
+        }
+    }
 }
 
 /// Returns everything returnable: abandoned chunks that became empty, and every empty chunk.
 /// Where memory cannot go back to the OS (wasm32), the empty chunks stay for reuse.
 pub fn trim() {
+    let mut all = ptr::null_mut();
     for class in 0..NUM_CLASSES {
         let reaped = reap_abandoned(class);
         // SAFETY: reaped chunks are empty and off every list.
-        unsafe { release_list(reaped, os::RETURNS_MEMORY) };
-        if os::RETURNS_MEMORY {
-            purge_empty(class, 0, 0, 0);
+        unsafe {
+            if os::RETURNS_MEMORY {
+                push_all(reaped, &mut all);
+                take_expired(class, 0, 0, 0, &mut all);
+            } else {
+                release_list(reaped, false);
+            }
         }
     }
+    // SAFETY: every chunk of `all` left its list: empty, unowned, referred to by nobody.
+    unsafe { release_list(all, true) };
     if os::RETURNS_MEMORY {
         // Everything means the free chunks kept inside partly used huge pages too.
         source::purge_all_dirty();
@@ -353,12 +374,15 @@ pub struct Counts {
 /// that long.
 pub fn purge_expired(now: u32, delay_ms: u32) {
     let retain = settings::retained_chunks();
+    let mut expired = ptr::null_mut();
     for class in 0..NUM_CLASSES {
         let reaped = reap_abandoned(class);
         // SAFETY: reaped chunks are empty and off every list.
         unsafe { release_list(reaped, false) };
-        purge_empty(class, retain, now, delay_ms);
+        take_expired(class, retain, now, delay_ms, &mut expired);
     }
+    // SAFETY: the expired chunks left their lists: empty, unowned, referred to by nobody.
+    unsafe { release_list(expired, true) };
     source::purge_over_bound(now, delay_ms);
 }
 
