@@ -146,7 +146,7 @@ static ARENAS: Lock<Arenas> = Lock::new(Arenas {
 /// Origins (`span_cache::new_origin`'s numbers) of arena spans: this bit and the range's index.
 /// Pieces of one range join in the span cache as pieces of one mapping do; the span code never
 /// remaps them.
-const ORIGIN_TAG: usize = 1 << (usize::BITS - 1);
+pub const ORIGIN_TAG: usize = 1 << (usize::BITS - 1);
 
 /// Whether a span of this `origin` was cut from an arena.
 #[inline]

@@ -78,10 +78,12 @@ fn budget(freeing: usize) -> usize {
         .clamp(MIN_BYTES, MAX_BYTES)
 }
 
-/// A new mapping's `origin`: pieces join only with pieces of the same one.
+/// A new mapping's `origin`: pieces join only with pieces of the same one. Never an arena's (its
+/// tag bit clear): on a 32-bit target the count could reach that bit after 2^31 mappings, and
+/// wraps below it instead.
 pub fn new_origin() -> usize {
     static NEXT: AtomicUsize = AtomicUsize::new(1);
-    NEXT.fetch_add(1, Relaxed)
+    NEXT.fetch_add(1, Relaxed) & !arena::ORIGIN_TAG
 }
 
 /// A freed span (or a piece of one) waiting for reuse.
