@@ -16,14 +16,13 @@ use crate::harness::cargo::{bench_executable, cargo, target_args, target_dir};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-/// The baseline commit: main as this session found it on 2026-11-28 (the last build that landed
-/// before issue 40's work). Not 7e31224 (main of 2026-11-26), which the issue measured against:
-/// that commit's report binary dispatches among four allocators, today's among six, and the larger
-/// switch keeps poolalloc's fast path out of line in the children (sh6bench: 417 M against 563 M
-/// instructions for the same library code, benches/results/clock-2026-11-28.md), so a baseline
-/// from before 049f6c0 measures the harness as well as the allocator. Move the pin only to a
-/// commit whose report children dispatch the same way as this one's.
-pub const COMMIT: &str = "f8814efaf7209d2fb359919686307bee53450bf5";
+/// The baseline commit: d80727a (2026-11-29), the arenas (issue 42) with the report harness whose
+/// children dispatch through an inlined choice and one jump table for every allocator. The pin
+/// before it, f8814ef, had a harness whose choice was a call of its own (sh6bench's poolalloc
+/// child: 151.0 M instructions where the same library takes 143.9 M now): against it, a report
+/// measured the harness as well as the allocator. Move the pin only to a commit whose report
+/// children dispatch the same way as this one's (see `Switch` in bench.rs).
+pub const COMMIT: &str = "d80727a6193d1d313e050be2d7be636a91fdb67e";
 
 /// The short name of the baseline in tables and progress lines.
 pub fn name() -> String {
