@@ -544,12 +544,17 @@ pub(crate) mod tests {
     }
 
     /// Runs `body` alone: in a child process of this binary that runs only the test `entry` (its
-    /// full path), which calls this. The arenas are the process's, and `turn` orders only the
-    /// span tests: a chunk region or span that another test cuts meanwhile changes which runs are
-    /// free (CI, qemu-aarch64 with 64 KiB pages, 1 run in 7: a span of the test's heap came from
-    /// a waiting span of another test's mapping).
+    /// full path), which calls this. The arenas and the span cache are the process's, and `turn`
+    /// orders only the span tests: a chunk region or span that another test cuts or frees
+    /// meanwhile changes which runs are free and which spans wait (CI, qemu-aarch64 with 64 KiB
+    /// pages, 1 run in 7: a span of the test's heap came from a waiting span of another test's
+    /// mapping; under wine, the waiting span a test freed was gone when it asked for it).
     fn alone(entry: &str, body: impl FnOnce()) {
         use poolalloc_test_support::child;
+        // wasm32 has no child processes, and its runner gives each test an instance of its own.
+        if cfg!(target_family = "wasm") {
+            return body();
+        }
         child::enter(|_| {
             body();
             std::eprintln!("alone: done");
@@ -565,6 +570,13 @@ pub(crate) mod tests {
         ignore = "Miri cannot unmap part of a mapping (os::map_aligned trims)"
     )]
     fn blocks_are_found_reused_and_expired() {
+        alone(
+            "memory::span::tests::blocks_are_found_reused_and_expired",
+            blocks_are_found_reused_and_expired_alone,
+        );
+    }
+
+    fn blocks_are_found_reused_and_expired_alone() {
         let _turn = turn();
         // Spans an earlier test left waiting would serve the first request (not fresh then).
         expire(os::now_ms(), 0);
@@ -620,6 +632,13 @@ pub(crate) mod tests {
         if !os::PARTIAL_UNMAP && !arena::ENABLED {
             return; // nothing is cut or joined there (span_cache.rs)
         }
+        alone(
+            "memory::span::tests::a_growing_block_grows_in_place_then_moves_into_a_waiting_span",
+            a_growing_block_grows_in_place_then_moves_into_a_waiting_span_alone,
+        );
+    }
+
+    fn a_growing_block_grows_in_place_then_moves_into_a_waiting_span_alone() {
         let _turn = turn();
         expire(os::now_ms(), 0);
         let (a, _) = alloc(3 << 20, 16);
@@ -831,6 +850,13 @@ pub(crate) mod tests {
         ignore = "Miri cannot unmap part of a mapping (os::map_aligned trims)"
     )]
     fn big_spans_wait_for_any_large_request_only_while_the_purger_runs() {
+        alone(
+            "memory::span::tests::big_spans_wait_for_any_large_request_only_while_the_purger_runs",
+            big_spans_wait_for_any_large_request_only_while_the_purger_runs_alone,
+        );
+    }
+
+    fn big_spans_wait_for_any_large_request_only_while_the_purger_runs_alone() {
         let _turn = turn();
         expire(os::now_ms(), 0);
         let (p, fresh) = alloc(10 << 20, 16);
@@ -909,6 +935,13 @@ pub(crate) mod tests {
         if !os::PARTIAL_UNMAP {
             return; // a tail's memory goes back at once there (its address space stays the span's)
         }
+        alone(
+            "memory::span::tests::what_a_resize_gives_up_waits_as_a_freed_span_does",
+            what_a_resize_gives_up_waits_as_a_freed_span_does_alone,
+        );
+    }
+
+    fn what_a_resize_gives_up_waits_as_a_freed_span_does_alone() {
         let _turn = turn();
         expire(os::now_ms(), 0);
         let g = CHUNK_SIZE;
