@@ -23,7 +23,7 @@
 //! first; and in time, by the purge delay: the purger unmaps what waited longer ([`expire`]), so
 //! RSS falls within a second of the program going idle.
 
-use crate::base::lock::Lock;
+use crate::base::lock::{Lock, Rank};
 use crate::chunks::addr_map::{self, Kind};
 use crate::chunks::chunk::CHUNK_SIZE;
 use crate::memory::arena;
@@ -103,6 +103,30 @@ impl Waiting {
         self.base as usize + self.len
     }
 
+    /// Where `len` bytes at a multiple of `align` start in it, if it holds them: `cut`, the first
+    /// such bytes ([`SKIP`] or more into it where it is long enough); else only the whole span,
+    /// based at a multiple of `align` and at most a quarter longer than `len`. Every address sum
+    /// checked: a span near the top of a 32-bit address space (qemu-arm maps there) rounded up to
+    /// a 2 MiB alignment passes 2^32 (issue 50: a panic under the cache lock, whose hook's large
+    /// allocation then waited for that lock for ever; wrapped, a cut below the span).
+    fn fit(&self, len: usize, align: usize, cut: bool) -> Option<usize> {
+        let base = self.base as usize;
+        let end = base.checked_add(self.len)?;
+        if !cut {
+            let whole = base % align == 0 && self.len >= len && self.len - len <= len / 4;
+            return whole.then_some(base);
+        }
+        let ends_inside = |at: usize| at.checked_add(len).is_some_and(|e| e <= end);
+        let skipped = base
+            .checked_add(SKIP)
+            .and_then(|b| b.checked_next_multiple_of(align));
+        if SKIP != 0 && skipped.is_some_and(ends_inside) {
+            return skipped;
+        }
+        base.checked_next_multiple_of(align)
+            .filter(|&at| ends_inside(at))
+    }
+
     /// How long it has waited at `now`, across a wrap of the clock too.
     fn age(&self, now: u32) -> u32 {
         now.wrapping_sub(self.at)
@@ -127,11 +151,14 @@ struct Cache {
 // SAFETY: the pointers name mappings only the cache's holder touches.
 unsafe impl Send for Cache {}
 
-static CACHE: Lock<Cache> = Lock::new(Cache {
-    entries: [NONE; ENTRIES],
-    n: 0,
-    bytes: 0,
-});
+static CACHE: Lock<Cache> = Lock::new(
+    Rank::SpanCache,
+    Cache {
+        entries: [NONE; ENTRIES],
+        n: 0,
+        bytes: 0,
+    },
+);
 
 /// Spans to unmap once the lock is released: `spans[..n]` are written, the rest never read. Not
 /// zeroed when made: each `take` and `put` makes one, and zeroing its 130 entries (4 KiB) was a
@@ -251,20 +278,10 @@ pub fn take(len: usize, align: usize) -> Option<(*mut u8, usize, usize)> {
         let mut best: Option<(usize, usize)> = None;
         for i in 0..c.n {
             let s = c.entries[i];
-            let cut = cuttable(s.origin);
-            let skip = if cut { SKIP } else { 0 };
-            let skipped = (s.base as usize + skip).next_multiple_of(align);
-            let at = if skip != 0 && skipped.checked_add(len).is_some_and(|e| e <= s.end()) {
-                skipped
-            } else {
-                (s.base as usize).next_multiple_of(align)
+            let Some(at) = s.fit(len, align, cuttable(s.origin)) else {
+                continue;
             };
-            let holds = if cut {
-                at.checked_add(len).is_some_and(|e| e <= s.end())
-            } else {
-                at == s.base as usize && s.len >= len && s.len - len <= len / 4
-            };
-            if holds && best.is_none_or(|(b, _)| c.entries[b].len > s.len) {
+            if best.is_none_or(|(b, _)| c.entries[b].len > s.len) {
                 best = Some((i, at));
             }
         }
@@ -424,6 +441,34 @@ mod tests {
             origin,
             at,
         }
+    }
+
+    /// A waiting span near the top of the address space (a 32-bit one's, where qemu-arm maps
+    /// spans just below 4 GiB) asked for a block at an alignment it cannot hold: no fit, and no
+    /// sum past the top (issue 50: `base + SKIP` rounded up to 2 MiB passed 2^32 under the cache
+    /// lock; the panic's hook then waited for that lock for ever). Where it holds the block, the
+    /// fit is inside it.
+    #[test]
+    fn spans_near_the_top_of_the_address_space_fit_without_overflow() {
+        let g = 1 << 18;
+        // The last granule below the top stays unmapped (Linux keeps the last page of a 32-bit
+        // process's space); the span ends there, 7 granules past a 2 MiB boundary.
+        let top = usize::MAX - g + 1;
+        let s = piece(top - 5 * g, 5 * g, 1, 0);
+        for (len, align) in [(9 * g, 2 << 20), (g, 2 << 20), (g, 1 << 30), (2 * g, g)] {
+            for cut in [false, true] {
+                if let Some(at) = s.fit(len, align, cut) {
+                    assert!(at >= s.base as usize && at % align == 0, "{len} at {align}");
+                    assert!(at + len <= s.end(), "{len} at {align}: past the span");
+                }
+            }
+        }
+        // Held: the skipped fit (with `hardened`) or the first, whole granules in.
+        let at = s.fit(g, g, true).expect("the span holds one granule");
+        assert_eq!(at, s.base as usize + SKIP);
+        assert_eq!(s.fit(g, 2 << 20, true), None, "no 2 MiB boundary inside it");
+        // A span whose end would pass the top is no fit at all.
+        assert_eq!(piece(usize::MAX - g + 1, 2 * g, 1, 0).fit(g, g, true), None);
     }
 
     /// The clock (`os::now_ms`, u32 milliseconds) wraps every 49.7 days: a span freed just before
