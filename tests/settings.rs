@@ -337,7 +337,7 @@ fn show_stats_prints_the_snapshot_at_exit_and_verbose_the_settings() {
         .filter_map(|l| l.strip_prefix("| `POOLALLOC_"))
         .map(|l| &l[..l.find('`').unwrap()])
         .collect();
-    assert_eq!(names.len(), 13, "{names:?}");
+    assert_eq!(names.len(), 14, "{names:?}");
     for n in names {
         assert!(
             err.contains(&format!("poolalloc:   POOLALLOC_{n}=")),

@@ -82,6 +82,7 @@ pub use on::snapshot;
 
 /// A lock was taken; `waited`: its first attempt found it held.
 #[inline(always)]
+#[cfg_attr(not(any(feature = "testing", debug_assertions)), allow(dead_code))]
 pub fn lock_taken(waited: bool) {
     #[cfg(feature = "testing")]
     {

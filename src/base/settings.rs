@@ -331,7 +331,18 @@ table! {
         rust "`profile::Dumps::min_gap`",
         "the least time in milliseconds between two numbered profiles: one due sooner waits for \
          it (signals meanwhile make one profile)";
+    LOCK_WAIT_MS: Kind::Number { max: MAX_DELAY_MS }, default DEFAULT_LOCK_WAIT_MS,
+        shown "`60000` with the `testing` feature, else `0`",
+        rust "none (test harnesses set the variable)",
+        "test and debug builds (feature `testing`, or `debug_assertions`): a thread that waited \
+         this many milliseconds for one of the allocator's locks aborts with a message naming the \
+         lock, its holder, where each took or waits for it, and every thread waiting for a lock \
+         then; 0: never. Release builds without `testing` keep no such records";
 }
+
+/// `POOLALLOC_LOCK_WAIT_MS`'s default: a bound where the `testing` feature is on (a test suite's
+/// hang aborts with its message), none elsewhere (a debugger's pause is no hang).
+const DEFAULT_LOCK_WAIT_MS: usize = if cfg!(feature = "testing") { 60_000 } else { 0 };
 
 // The bounds of every source ([`Kind::bound`]): beyond them, from the environment, a typo; from
 // code, the bound.
@@ -599,6 +610,19 @@ pub fn huge_pages() -> HugePages {
 /// The purge delay in milliseconds, for the purger and the chunk source.
 pub(crate) fn purge_delay_ms() -> usize {
     PURGE_DELAY_MS.get()
+}
+
+/// How long a thread waits for a lock before it aborts, in milliseconds (`POOLALLOC_LOCK_WAIT_MS`;
+/// 0: for ever). Test and debug builds only (`base/lock`).
+#[cfg(any(feature = "testing", debug_assertions))]
+pub(crate) fn lock_wait_ms() -> usize {
+    LOCK_WAIT_MS.get()
+}
+
+/// Sets `POOLALLOC_LOCK_WAIT_MS` (the lock tests' children).
+#[cfg(test)]
+pub(crate) fn set_lock_wait_ms(ms: usize) {
+    LOCK_WAIT_MS.set(ms);
 }
 
 /// Whether `stats()` is printed at exit (`POOLALLOC_SHOW_STATS`).
@@ -1023,7 +1047,7 @@ mod tests {
         for (i, s) in ALL.iter().enumerate() {
             assert!(ALL[..i].iter().all(|t| t.name != s.name), "{}", s.name);
         }
-        assert_eq!(ALL.len(), 13);
+        assert_eq!(ALL.len(), 14);
         // The longest warning: an unknown name of 64 bytes and every known name.
         let line = format!(
             "unknown setting POOLALLOC_{} ignored (known: {Known})",

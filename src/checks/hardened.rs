@@ -29,7 +29,7 @@ pub use imp::*;
 #[cfg(feature = "hardened")]
 mod imp {
     use crate::base::block_table::BlockTable;
-    use crate::base::lock::Lock;
+    use crate::base::lock::{Lock, Rank};
     use crate::chunks::chunk::{self, FreeSlot};
     use crate::chunks::link::{self, POISON, POISON_BYTES, decode, tag};
     use crate::{base::size_class, chunks::addr_map, os};
@@ -504,7 +504,7 @@ mod imp {
     // --- live large blocks ------------------------------------------------------------------------------
 
     /// The live large blocks' addresses.
-    static LARGE: Lock<BlockTable<()>> = Lock::new(BlockTable::new());
+    static LARGE: Lock<BlockTable<()>> = Lock::new(Rank::LargeTable, BlockTable::new());
 
     pub fn on_large_alloc(p: *mut u8) {
         remember_large(&mut LARGE.lock(), p);

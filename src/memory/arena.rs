@@ -38,7 +38,7 @@
 //! system call: a new range is mapped before the lock is taken to record it, and a run is purged
 //! before it is given back.
 
-use crate::base::lock::Lock;
+use crate::base::lock::{Lock, Rank};
 use crate::chunks::chunk::CHUNK_SIZE;
 use crate::os;
 use core::ptr;
@@ -131,17 +131,20 @@ const NO_RANGE: Range = Range {
     meta: ptr::null_mut(),
 };
 
-static ARENAS: Lock<Arenas> = Lock::new(Arenas {
-    ranges: [NO_RANGE; MAX_RANGES],
-    n: 0,
-    live: 0,
-    idle: 0,
-    idle_max: IDLE_RANGES,
-    bins: [NIL; BINS],
-    nonempty: 0,
-    free: 0,
-    total: 0,
-});
+static ARENAS: Lock<Arenas> = Lock::new(
+    Rank::Arena,
+    Arenas {
+        ranges: [NO_RANGE; MAX_RANGES],
+        n: 0,
+        live: 0,
+        idle: 0,
+        idle_max: IDLE_RANGES,
+        bins: [NIL; BINS],
+        nonempty: 0,
+        free: 0,
+        total: 0,
+    },
+);
 
 /// Origins (`span_cache::new_origin`'s numbers) of arena spans: this bit and the range's index.
 /// Pieces of one range join in the span cache as pieces of one mapping do; the span code never

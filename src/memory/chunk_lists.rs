@@ -26,7 +26,7 @@
 
 use crate::base::class_set::ClassSet;
 use crate::base::contention;
-use crate::base::lock::Lock;
+use crate::base::lock::{Lock, Rank};
 use crate::base::settings;
 use crate::base::size_class::NUM_CLASSES;
 use crate::chunks::chunk::{self, Chunk};
@@ -53,12 +53,15 @@ struct ClassLists {
 unsafe impl Send for ClassLists {}
 
 static CLASSES: [Lock<ClassLists>; NUM_CLASSES] = [const {
-    Lock::new(ClassLists {
-        empty: ptr::null_mut(),
-        nempty: 0,
-        abandoned: ptr::null_mut(),
-        nabandoned: 0,
-    })
+    Lock::new(
+        Rank::Class,
+        ClassLists {
+            empty: ptr::null_mut(),
+            nempty: 0,
+            abandoned: ptr::null_mut(),
+            nabandoned: 0,
+        },
+    )
 }; NUM_CLASSES];
 
 /// Chunks of each class that exist: owned by heaps, abandoned, or empty here.

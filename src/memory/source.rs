@@ -24,7 +24,7 @@
 //! purge, a unit going back) is done after it is released ([`After`]), as is each purge of a
 //! dirty chunk (taken out of its unit meanwhile).
 
-use crate::base::lock::Lock;
+use crate::base::lock::{Lock, Rank};
 use crate::checks::hardened;
 use crate::chunks::addr_map::{self, Kind};
 use crate::chunks::chunk::{self, CHUNK_SIZE, Chunk};
@@ -153,7 +153,7 @@ struct Regions {
 // SAFETY: the raw pointers name OS mappings owned by the source; access is serialised by the lock.
 unsafe impl Send for Regions {}
 
-static REGIONS: Lock<Regions> = Lock::new(Regions::new());
+static REGIONS: Lock<Regions> = Lock::new(Rank::Regions, Regions::new());
 
 /// What [`Regions::give_back`] leaves to its caller: a system call, made without the regions'
 /// lock on memory nobody can reach meanwhile (no lock is held across a system call on the chunk

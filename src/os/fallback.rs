@@ -115,6 +115,15 @@ pub fn spawn_purger(_body: fn()) -> bool {
 
 pub fn sleep_ms(_ms: usize) {}
 
+/// The address of a byte of this thread's own (`std`'s thread-locals: native where there are
+/// threads, a static where there are none), never 0.
+pub fn thread_id() -> usize {
+    std::thread_local! {
+        static ID: u8 = const { 0 };
+    }
+    ID.with(|b| ptr::from_ref(b) as usize)
+}
+
 #[inline]
 pub fn yield_now() {
     core::hint::spin_loop();

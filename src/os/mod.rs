@@ -59,7 +59,9 @@
 //! - [`spawn_purger`], [`sleep_ms`]: the background purger's thread, detached, small stack.
 //! - `watch_user_signal` (Unix only): sets a flag on `SIGUSR2`, unless the program handles that
 //!   signal itself (the profiler's dump on demand).
-//! - [`yield_now`]: gives the core away (the lock's back-off).
+//! - [`yield_now`]: gives the core away (the lock's back-off); [`thread_id`]: a number of the
+//!   calling thread's, never 0, unique among live threads, read without allocating (the lock's
+//!   holder record in test builds).
 //! - [`random_seed`]: entropy for the `hardened` keys (never fails: falls back to the clock and
 //!   addresses). [`now_ms`]: a coarse monotonic clock. [`rss_bytes`]: the resident set.
 //! - [`write_stderr`], [`fatal_write_and_abort`]: a message to stderr without allocating (and
@@ -148,8 +150,8 @@ pub use imp::watch_user_signal;
 pub use imp::{
     BACKEND, PARTIAL_UNMAP, RETURNS_MEMORY, at_exit, at_fork, copy_readable, fatal_write_and_abort,
     for_each_env, keep_stderr, keep_system_allocator_blocks, now_ms, privileged, random_seed,
-    rss_bytes, sleep_ms, spawn_purger, trim_system_allocator, watch_thread_exit, write_stderr,
-    yield_now,
+    rss_bytes, sleep_ms, spawn_purger, thread_id, trim_system_allocator, watch_thread_exit,
+    write_stderr, yield_now,
 };
 pub(crate) use imp::{run_at_start, tls_word};
 #[cfg(poolalloc_port = "windows")]

@@ -550,6 +550,12 @@ pub fn sleep_ms(ms: usize) {
 }
 
 #[inline]
+pub fn thread_id() -> usize {
+    // SAFETY: no preconditions; never fails.
+    unsafe { libc::pthread_self() as usize }
+}
+
+#[inline]
 pub fn yield_now() {
     // SAFETY: sched_yield has no preconditions.
     unsafe {

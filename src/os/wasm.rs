@@ -25,7 +25,7 @@ use std::alloc::System;
 
 pub use super::fallback::{
     at_exit, at_fork, copy_readable, fatal_write_and_abort, for_each_env, keep_stderr,
-    keep_system_allocator_blocks, privileged, trim_system_allocator, yield_now,
+    keep_system_allocator_blocks, privileged, thread_id, trim_system_allocator, yield_now,
 };
 pub(crate) use super::fallback::{run_at_start, tls_word};
 

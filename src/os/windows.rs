@@ -31,8 +31,9 @@ use windows_sys::Win32::System::Memory::{
 use windows_sys::Win32::System::ProcessStatus::{K32GetProcessMemoryInfo, PROCESS_MEMORY_COUNTERS};
 use windows_sys::Win32::System::SystemInformation::{GetSystemInfo, GetTickCount64, SYSTEM_INFO};
 use windows_sys::Win32::System::Threading::{
-    CreateThread, FlsAlloc, FlsSetValue, GetCurrentProcess, STACK_SIZE_PARAM_IS_A_RESERVATION,
-    Sleep, SwitchToThread, TLS_OUT_OF_INDEXES, TlsAlloc, TlsGetValue, TlsSetValue,
+    CreateThread, FlsAlloc, FlsSetValue, GetCurrentProcess, GetCurrentThreadId,
+    STACK_SIZE_PARAM_IS_A_RESERVATION, Sleep, SwitchToThread, TLS_OUT_OF_INDEXES, TlsAlloc,
+    TlsGetValue, TlsSetValue,
 };
 
 #[link(name = "ntdll")]
@@ -347,6 +348,12 @@ pub fn spawn_purger(body: fn()) -> bool {
 pub fn sleep_ms(ms: usize) {
     // SAFETY: no preconditions.
     unsafe { Sleep(ms.min(u32::MAX as usize) as u32) };
+}
+
+#[inline]
+pub fn thread_id() -> usize {
+    // SAFETY: no preconditions; never fails.
+    unsafe { GetCurrentThreadId() as usize }
 }
 
 #[inline]

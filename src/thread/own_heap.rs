@@ -30,7 +30,7 @@
 //! as always, not counted); show its blocks to the `testing` hooks or the profiler; survive a
 //! `fork` while another thread holds its lock (the child finds it locked).
 
-use crate::base::lock::Lock;
+use crate::base::lock::{Lock, Rank};
 use crate::checks;
 use allocator_api2::alloc::{AllocError, Allocator};
 use core::alloc::Layout;
@@ -128,20 +128,23 @@ impl Heap {
     /// methods return the error), as [`crate::api::testing::FailingAlloc`] fails.
     pub const fn with_limit(limit: usize) -> Heap {
         Heap {
-            inner: Lock::new(Inner {
-                pools: ptr::null_mut(),
-                scoped: ptr::null_mut(),
-                tracked: ptr::null_mut(),
-                id: 0,
-                stats: HeapStats {
-                    live_blocks: 0,
-                    live_bytes: 0,
-                    peak_bytes: 0,
-                    allocations: 0,
-                    refused: 0,
-                    entered_bytes: 0,
+            inner: Lock::new(
+                Rank::Heap,
+                Inner {
+                    pools: ptr::null_mut(),
+                    scoped: ptr::null_mut(),
+                    tracked: ptr::null_mut(),
+                    id: 0,
+                    stats: HeapStats {
+                        live_blocks: 0,
+                        live_bytes: 0,
+                        peak_bytes: 0,
+                        allocations: 0,
+                        refused: 0,
+                        entered_bytes: 0,
+                    },
                 },
-            }),
+            ),
             limit,
             routed: core::sync::atomic::AtomicPtr::new(ptr::null_mut()),
         }

@@ -1,6 +1,6 @@
 //! `set_limit`: a ceiling on the process's live requested bytes, to make allocations fail on demand.
 
-use crate::base::lock::Lock;
+use crate::base::lock::{Lock, Rank};
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 
 /// Whether a limit is set; while it is, `LIVE` is kept up to date by every allocation and free.
@@ -9,7 +9,7 @@ static LIMIT: AtomicUsize = AtomicUsize::new(usize::MAX);
 /// Live requested bytes of the process (all threads, small and large blocks), while `ON`.
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 /// Serialises `set_limit` calls.
-static SETTING: Lock<()> = Lock::new(());
+static SETTING: Lock<()> = Lock::new(Rank::LimitSetting, ());
 
 /// [`testing::set_limit`](crate::testing::set_limit): `live_now` gives the live bytes when a limit
 /// is set while none was (the caller reads them from `stats`, above this layer).

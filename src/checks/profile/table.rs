@@ -12,7 +12,7 @@
 //! held (the stack is walked before it is taken). `fork` takes it last (`fork.rs`).
 
 use crate::base::block_table::BlockTable;
-use crate::base::lock::Lock;
+use crate::base::lock::{Lock, Rank};
 use crate::os;
 use core::ptr;
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
@@ -70,13 +70,16 @@ struct Tables {
 // SAFETY: the pointer names memory mapped for the stack table, used only under the lock.
 unsafe impl Send for Tables {}
 
-static TABLES: Lock<Tables> = Lock::new(Tables {
-    records: BlockTable::new(),
-    stacks: ptr::null_mut(),
-    stack_count: 0,
-    dropped: 0,
-    live_bytes: 0.0,
-});
+static TABLES: Lock<Tables> = Lock::new(
+    Rank::Profiler,
+    Tables {
+        records: BlockTable::new(),
+        stacks: ptr::null_mut(),
+        stack_count: 0,
+        dropped: 0,
+        live_bytes: 0.0,
+    },
+);
 
 /// Set at the first record and never cleared: until then a free does not even read the filter.
 static ARMED: AtomicBool = AtomicBool::new(false);

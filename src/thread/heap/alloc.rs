@@ -9,7 +9,7 @@ use super::{Bin, ThreadHeap, bin, count_supply, current, direct, empty, exited, 
 use super::{
     make_current, owner_add, owner_add_bytes, owner_add32, push_avail, set_current, this_heap,
 };
-use crate::base::lock::Lock;
+use crate::base::lock::{Lock, Rank};
 use crate::base::size_class::{self, COMMON_MAX};
 use crate::chunks::chunk::{self, Chunk, FreeSlot, push, unlink};
 use crate::{chunks::remote_list, memory::chunk_lists};
@@ -323,7 +323,7 @@ pub(super) unsafe fn unfull_hinted(h: *mut ThreadHeap, c: usize) {
 pub(super) struct Shared(*mut ThreadHeap);
 // SAFETY: the heap is used only under the lock.
 unsafe impl Send for Shared {}
-pub(super) static SHARED: Lock<Shared> = Lock::new(Shared(ptr::null_mut()));
+pub(super) static SHARED: Lock<Shared> = Lock::new(Rank::Shared, Shared(ptr::null_mut()));
 
 #[cold]
 fn alloc_shared(c: usize, size: usize) -> *mut u8 {

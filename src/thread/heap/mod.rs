@@ -61,7 +61,7 @@ pub(crate) use thread::{
 };
 
 use crate::base::class_set::ClassSet;
-use crate::base::lock::Lock;
+use crate::base::lock::{Lock, Rank};
 use crate::base::size_class::{self, COMMON_MAX, NUM_CLASSES};
 use crate::chunks::chunk::{self, Chunk, FreeSlot, push};
 use crate::os;
@@ -155,7 +155,7 @@ const fn new_heap() -> ThreadHeap {
         large_bytes: AtomicUsize::new(0),
         large_allocated: AtomicUsize::new(0),
         large_allocated_bytes: AtomicUsize::new(0),
-        lists: Lock::new(()),
+        lists: Lock::new(Rank::Lists, ()),
         prev: ptr::null_mut(),
         next: ptr::null_mut(),
         batches: [Batch::EMPTY; NUM_CLASSES],

@@ -2,7 +2,7 @@
 //! of free ones (for reuse), and the orphan counters that a retired heap's counts fold into.
 
 use super::{Bin, ThreadHeap, bin, new_heap};
-use crate::base::lock::Lock;
+use crate::base::lock::{Lock, Rank};
 use crate::base::size_class::NUM_CLASSES;
 use crate::os;
 use core::ptr;
@@ -18,12 +18,15 @@ pub(super) struct Registry {
 }
 // SAFETY: the pointers name heaps in the arena; access is serialised by the lock.
 unsafe impl Send for Registry {}
-pub(super) static REGISTRY: Lock<Registry> = Lock::new(Registry {
-    live: ptr::null_mut(),
-    free: ptr::null_mut(),
-    arena: ptr::null_mut(),
-    arena_left: 0,
-});
+pub(super) static REGISTRY: Lock<Registry> = Lock::new(
+    Rank::Registry,
+    Registry {
+        live: ptr::null_mut(),
+        free: ptr::null_mut(),
+        arena: ptr::null_mut(),
+        arena_left: 0,
+    },
+);
 
 /// Bytes the heap arena maps at a time.
 const ARENA_BLOCK: usize = 256 * 1024;
