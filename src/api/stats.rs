@@ -219,7 +219,8 @@ fn gather(s: &mut Stats) {
             cached_slots: clamp(t.cached),
             free_slots: (src.chunks * cap).saturating_sub(held),
             reserved_bytes: src.chunks * CHUNK_SIZE,
-            requested_bytes: t.requested + src.abandoned_requested,
+            // Less the bytes freed into batches not yet pushed, which their chunks still count.
+            requested_bytes: clamp((t.requested + src.abandoned_requested).wrapping_sub(t.batched)),
             retained_chunks: src.retained,
             abandoned_chunks: src.abandoned,
             allocations: t.supplied,

@@ -28,6 +28,19 @@ pub struct Contention {
     pub collections: u64,
     /// Abandoned chunks adopted by a heap.
     pub adoptions: u64,
+    /// Blocks freed by a thread that does not own their chunk (remote frees), the denominator of
+    /// the three counts below (issue 45: what a block that changes threads costs, counted where a
+    /// CPU's clock hides it).
+    pub remote_frees: u64,
+    /// Atomic read-modify-writes on a chunk's header by remote frees outside a batch's push: 0
+    /// per block unless the freeing thread has exited or the chunk has no owner (each such free
+    /// is pushed alone).
+    pub remote_header_rmws: u64,
+    /// Links of remote-free lists the owner followed to collect them (to find a list's tail and
+    /// count): one per block collected.
+    pub remote_links_walked: u64,
+    /// Writes into freed blocks by the thread that freed them (the link of each): one per block.
+    pub remote_block_writes: u64,
 }
 
 #[cfg(feature = "testing")]
@@ -42,6 +55,10 @@ impl Contention {
             remote_push_retries: self.remote_push_retries - earlier.remote_push_retries,
             collections: self.collections - earlier.collections,
             adoptions: self.adoptions - earlier.adoptions,
+            remote_frees: self.remote_frees - earlier.remote_frees,
+            remote_header_rmws: self.remote_header_rmws - earlier.remote_header_rmws,
+            remote_links_walked: self.remote_links_walked - earlier.remote_links_walked,
+            remote_block_writes: self.remote_block_writes - earlier.remote_block_writes,
         }
     }
 }
@@ -58,6 +75,10 @@ mod on {
     pub static RETRIES: AtomicU64 = AtomicU64::new(0);
     pub static COLLECTIONS: AtomicU64 = AtomicU64::new(0);
     pub static ADOPTIONS: AtomicU64 = AtomicU64::new(0);
+    pub static REMOTE_FREES: AtomicU64 = AtomicU64::new(0);
+    pub static HEADER_RMWS: AtomicU64 = AtomicU64::new(0);
+    pub static LINKS_WALKED: AtomicU64 = AtomicU64::new(0);
+    pub static BLOCK_WRITES: AtomicU64 = AtomicU64::new(0);
 
     #[inline]
     pub fn add(c: &AtomicU64, n: u64) {
@@ -73,6 +94,10 @@ mod on {
             remote_push_retries: RETRIES.load(Relaxed),
             collections: COLLECTIONS.load(Relaxed),
             adoptions: ADOPTIONS.load(Relaxed),
+            remote_frees: REMOTE_FREES.load(Relaxed),
+            remote_header_rmws: HEADER_RMWS.load(Relaxed),
+            remote_links_walked: LINKS_WALKED.load(Relaxed),
+            remote_block_writes: BLOCK_WRITES.load(Relaxed),
         }
     }
 }
@@ -126,4 +151,33 @@ pub fn collection() {
 pub fn adoption() {
     #[cfg(feature = "testing")]
     on::add(&on::ADOPTIONS, 1);
+}
+
+/// A block was freed by a thread that does not own its chunk; `writes`: the words it wrote into
+/// the block (its link).
+#[inline(always)]
+pub fn remote_free(writes: u64) {
+    #[cfg(feature = "testing")]
+    {
+        on::add(&on::REMOTE_FREES, 1);
+        on::add(&on::BLOCK_WRITES, writes);
+    }
+    #[cfg(not(feature = "testing"))]
+    let _ = writes;
+}
+
+/// A remote free made an atomic read-modify-write on its chunk's header outside a batch's push.
+#[inline(always)]
+pub fn header_rmw() {
+    #[cfg(feature = "testing")]
+    on::add(&on::HEADER_RMWS, 1);
+}
+
+/// The owner followed `n` links of a remote-free list it took.
+#[inline(always)]
+pub fn links_walked(n: u64) {
+    #[cfg(feature = "testing")]
+    on::add(&on::LINKS_WALKED, n);
+    #[cfg(not(feature = "testing"))]
+    let _ = n;
 }

@@ -435,6 +435,7 @@ pub unsafe fn collect_remote(c: *mut Chunk) -> u32 {
             tail = next;
             n += 1;
         }
+        contention::links_walked(n as u64);
         FreeSlot::set_next(tail, (*c).free);
         (*c).free = head;
         set_used(c, used(c) - n);

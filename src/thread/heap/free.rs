@@ -5,6 +5,7 @@
 use super::registry::ORPHAN;
 use super::{ThreadHeap, bin, count_supply, current, empty, exited, init_heap, make_current};
 use super::{owner_add, owner_add_bytes, owner_add32, push_avail, this_heap};
+use crate::base::contention;
 use crate::base::size_class::NUM_CLASSES;
 use crate::chunks::chunk::{self, Chunk, FreeSlot, unlink};
 use crate::{chunks::remote_list, memory::chunk_lists, memory::purge};
@@ -137,6 +138,8 @@ pub(super) struct Batch {
     head: *mut FreeSlot,
     tail: *mut FreeSlot,
     n: u32,
+    /// The slots' requested bytes, added to the chunk's `remote_requested` with the push.
+    bytes: u32,
 }
 
 impl Batch {
@@ -146,6 +149,7 @@ impl Batch {
         head: ptr::null_mut(),
         tail: ptr::null_mut(),
         n: 0,
+        bytes: 0,
     };
 }
 
@@ -194,21 +198,24 @@ unsafe fn free_remote(p: *mut u8, size: usize) {
     let h = this_heap();
     let h = if h == empty() { init_heap() } else { h };
     // SAFETY: p is a handed-out slot of ch that nobody uses any more (caller): until it is pushed
-    // the chunk cannot change hands, so its class and `remote_requested` are this chunk's.
-    let c = unsafe {
-        if size != 0 {
-            (*ch).remote_requested.fetch_add(size as u32, Relaxed);
-        }
-        (*ch).class as usize
-    };
+    // the chunk cannot change hands, so its class is this chunk's.
+    let c = unsafe { (*ch).class as usize };
+    // The block's link, written below (batched) or by the push (alone).
+    contention::remote_free(1);
     if h != exited() {
         // SAFETY: h is this thread's heap: its counters are ours to write. (The size-less
         // interface's `size` is 0.)
         unsafe { owner_add_bytes(&(*h).deallocated, size) };
     }
     if h == exited() || owner.is_null() {
-        // SAFETY: as above.
-        let was_full = unsafe { chunk::push_remote(ch, p.cast(), p.cast()) };
+        // SAFETY: as above; `remote_requested` is this chunk's until the push.
+        let was_full = unsafe {
+            if size != 0 {
+                contention::header_rmw();
+                (*ch).remote_requested.fetch_add(size as u32, Relaxed);
+            }
+            chunk::push_remote(ch, p.cast(), p.cast())
+        };
         hint_if_full(was_full, owner, c);
         if h == exited() {
             ORPHAN[c].cached.fetch_add(1, Relaxed);
@@ -221,13 +228,18 @@ unsafe fn free_remote(p: *mut u8, size: usize) {
     // SAFETY: h is this thread's heap (batches and counters are ours); p is ours to link until
     // its batch is pushed.
     unsafe {
-        owner_add(&(*bin(h, c)).cached, 1);
+        let bn = bin(h, c);
+        owner_add(&(*bn).cached, 1);
+        // No atomic on the chunk's header here: the batch's bytes go to `remote_requested` with
+        // its push (`flush`), and `stats` takes them off meanwhile (issue 45, step 1).
+        owner_add(&(*bn).batched_requested, size);
         let b = batch(h, c);
         let s = p.cast::<FreeSlot>();
         if (*b).chunk == ch {
             FreeSlot::set_next(s, (*b).head);
             (*b).head = s;
             (*b).n += 1;
+            (*b).bytes += size as u32;
         } else {
             if !(*b).chunk.is_null() {
                 flush(h, c);
@@ -238,6 +250,7 @@ unsafe fn free_remote(p: *mut u8, size: usize) {
                 head: s,
                 tail: s,
                 n: 1,
+                bytes: size as u32,
             };
             (*h).batched |= 1 << c;
         }
@@ -268,8 +281,16 @@ unsafe fn flush(h: *mut ThreadHeap, c: usize) {
         debug_assert!(!ch.is_null());
         // Read before the push: after it the chunk may be collected and released.
         let owner = (*ch).owner.load(Relaxed);
+        let bytes = (*b).bytes;
+        if bytes != 0 {
+            (*ch).remote_requested.fetch_add(bytes, Relaxed);
+        }
         let was_full = chunk::push_remote(ch, (*b).head, (*b).tail);
         hint_if_full(was_full, owner, c);
+        owner_add(
+            &(*bin(h, c)).batched_requested,
+            (bytes as usize).wrapping_neg(),
+        );
         *b = Batch::EMPTY;
         (*h).batched &= !(1 << c);
     }

@@ -55,7 +55,9 @@ pub(crate) use stats::{
     large_dealloc_as, large_realloc, large_totals,
 };
 pub(crate) use thread::owned_by;
-pub(crate) use thread::{owned_alloc, owned_destroy, owned_free, owned_new, trim_current_thread};
+pub(crate) use thread::{
+    flush_current_batches, owned_alloc, owned_destroy, owned_free, owned_new, trim_current_thread,
+};
 pub(crate) use thread::{
     owned_enter, owned_is_current, owned_leave, owned_release, owned_requested,
 };
@@ -78,6 +80,10 @@ struct Bin {
     /// Cached slots: remote frees this thread made minus remote frees this heap collected
     /// (wrapping).
     cached: AtomicUsize,
+    /// Requested bytes of the slots in this heap's batch of this class (owner load + store):
+    /// their chunk counts them in `remote_requested` only when the batch is pushed (one atomic
+    /// add a batch, not one a block: issue 45), so `stats` takes them off until then.
+    batched_requested: AtomicUsize,
     /// Slots the slow path put on this heap's current chunks' free lists for the fast path to
     /// hand out (owner load + store): the small part of `Stats::allocations`.
     supplied: AtomicUsize,
@@ -145,6 +151,7 @@ const fn new_heap() -> ThreadHeap {
         bins: [const {
             Bin {
                 cached: AtomicUsize::new(0),
+                batched_requested: AtomicUsize::new(0),
                 supplied: AtomicUsize::new(0),
                 avail: ptr::null_mut(),
                 full: ptr::null_mut(),

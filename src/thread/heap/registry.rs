@@ -36,6 +36,7 @@ const ARENA_BLOCK: usize = 256 * 1024;
 pub(super) static ORPHAN: [Bin; NUM_CLASSES] = [const {
     Bin {
         cached: AtomicUsize::new(0),
+        batched_requested: AtomicUsize::new(0),
         supplied: AtomicUsize::new(0),
         avail: ptr::null_mut(),
         full: ptr::null_mut(),

@@ -162,6 +162,9 @@ pub(crate) struct ClassTotals {
     pub(crate) used: usize,
     /// Live requested bytes of those chunks.
     pub(crate) requested: usize,
+    /// Requested bytes of remote frees waiting in the heaps' batches: still counted live by
+    /// their chunks (any chunk's, the source's abandoned ones included) until pushed.
+    pub(crate) batched: usize,
     /// Cached slots: remote frees not yet collected (from any chunk, the source's abandoned
     /// ones included).
     pub(crate) cached: usize,
@@ -191,6 +194,7 @@ pub(crate) fn class_totals() -> [ClassTotals; NUM_CLASSES] {
             for (c, x) in t.iter_mut().enumerate() {
                 let b = bin(h, c);
                 x.cached = x.cached.wrapping_add((*b).cached.load(Relaxed));
+                x.batched = x.batched.wrapping_add((*b).batched_requested.load(Relaxed));
                 x.supplied = x.supplied.wrapping_add((*b).supplied.load(Relaxed));
                 for first in [*current(h, c), (*b).avail, (*b).full] {
                     let mut ch = first;

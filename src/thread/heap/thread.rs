@@ -264,6 +264,18 @@ pub(crate) unsafe fn owned_requested(h: *mut ThreadHeap) -> usize {
 
 /// Gives back this thread's empty chunks (current ones included), after collecting their remote
 /// frees. Part of `trim`.
+/// Pushes the calling thread's batched remote frees: a `Heap`'s `entered_bytes`, read by a thread
+/// that freed some of its blocks outside its scope, counts them as freed (their chunks learn of
+/// them with the push: one atomic add a batch, issue 45).
+pub(crate) fn flush_current_batches() {
+    let h = this_heap();
+    // SAFETY: h is this thread's heap (not one of the static ones).
+    if h != empty() && h != exited() && unsafe { (*h).batched != 0 } {
+        // SAFETY: as above.
+        unsafe { flush_all(h) };
+    }
+}
+
 pub(crate) fn trim_current_thread() {
     let h = this_heap();
     if h == empty() || h == exited() {

@@ -106,6 +106,7 @@ impl Inner {
         if self.scoped.is_null() {
             return 0;
         }
+        crate_heap::flush_current_batches();
         // SAFETY: we own the heap's data (its lock, or its scope on this thread).
         let b = unsafe { crate_heap::owned_requested(self.scoped) };
         // A snapshot racing a remote free may dip below zero for a moment.
