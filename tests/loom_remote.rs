@@ -84,22 +84,27 @@ impl Chunk {
         let tail = &self.slots[*ids.last().unwrap()];
         // SAFETY: the slots are this thread's until the push publishes them.
         unsafe {
-            remote_list::push(&self.list, self.addr(ids[0]), |old| {
+            remote_list::push(&self.list, self.addr(ids[0]), ids.len(), |old| {
                 tail.next.with_mut(|p| *p = old)
             })
         }
     }
 
-    /// Takes the list and returns the ids on it, following the links.
+    /// Takes the list and returns the ids on it, following the links; the count the list word
+    /// carried (64-bit targets) is the number of slots on it.
     fn take(&self) -> Vec<usize> {
         let mut out = Vec::new();
-        let mut a = remote_list::take(&self.list);
+        let (mut a, counted) = remote_list::take(&self.list);
+        let first = a;
         while a != 0 {
             let s = Self::slot(a);
             out.push(s.id);
             // SAFETY: the taken list is this thread's; its links were written before the push
             // that published them (Release, seen by take's Acquire), as loom's cell checks.
             a = s.next.with(|p| unsafe { *p });
+        }
+        if remote_list::COUNTED && first != 0 {
+            assert_eq!(counted, out.len(), "the list word's count");
         }
         out
     }

@@ -5,10 +5,11 @@
 //! `testing` counters give (a) atomic read-modify-writes on a chunk header outside a batch's push,
 //! (b) remote-free list links the owner walks, (c) writes into the block by the freeing thread.
 //!
-//! (a) is held at 0 (step 1: the requested bytes go with the batch's push). (b) and (c) are one a
-//! block today (the owner walks a taken list for its tail and count; the freer links the block):
-//! steps 2 and 3 of the issue take them to 0, and their bounds here with them. One test function:
-//! the counters are the process's.
+//! (a) is held at 0 (step 1: the requested bytes go with the batch's push). (b) is held near 0 on
+//! 64-bit targets (step 2: the list word counts its slots, and a list collected into an empty
+//! free list is not walked; 32-bit targets walk, one link a block). (c) is one a block (the freer
+//! links the block): step 3 of the issue takes it to 0, and its bound here with it. One test
+//! function: the counters are the process's.
 #![cfg(feature = "testing")]
 
 use poolalloc::testing::contention;
@@ -79,9 +80,15 @@ fn a_block_freed_by_another_thread_costs_no_header_atomic() {
         c.remote_header_rmws, 0,
         "{c:?}: an atomic on a chunk header per block"
     );
-    // One a block today, at most (the walk follows each collected block once; the consumer's
-    // last batches may still wait uncollected).
-    assert!(per(c.remote_links_walked) <= 1.0, "{c:?}");
+    // 64-bit: a walk only where a list is collected into a non-empty free list (a trim, the
+    // purger's reap of an abandoned chunk): none here. 32-bit: one a block, at most (the
+    // consumer's last batches may still wait uncollected).
+    let walk_bound = if cfg!(target_pointer_width = "64") {
+        0.01
+    } else {
+        1.0
+    };
+    assert!(per(c.remote_links_walked) <= walk_bound, "{c:?}");
     assert!(per(c.remote_block_writes) <= 1.0, "{c:?}");
     // Batched: a push carries many blocks (16 KiB or 64 slots a batch).
     assert!(per(c.remote_pushes) < 0.25, "{c:?}: pushes per block");

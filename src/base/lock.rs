@@ -21,6 +21,9 @@ use spin::mutex::{SpinMutex, SpinMutexGuard};
 /// says what each guards. Locks of one rank are taken together only by the fork handler (every
 /// heap's `lists`, every class lock), always in one order.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+// Builds without `hardened`, `testing` or `profiling` make no lock of some ranks; release builds
+// without `testing` name none.
+#[allow(dead_code)]
 pub enum Rank {
     /// A `Heap`'s lock (`thread/own_heap`): its pools' slow paths and large blocks run under it.
     Heap,
@@ -46,6 +49,7 @@ pub enum Rank {
     Profiler,
 }
 
+#[allow(dead_code)] // As above.
 impl Rank {
     /// How the hang and order messages name a lock of this rank.
     pub const fn name(self) -> &'static str {

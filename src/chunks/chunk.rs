@@ -414,17 +414,29 @@ pub unsafe fn extend(c: *mut Chunk) -> u32 {
 
 /// Takes the remote-free list (clearing [`FULL`](remote_list::FULL)) and puts its slots on `free`. Returns how many.
 ///
+/// Where the list word counts its slots (64-bit targets) and `free` is empty, the list becomes
+/// `free` whole: no link is followed, so no line the freeing threads wrote is read here (issue 45,
+/// step 2). Otherwise the list is walked for its tail and length, and joined to `free`.
+///
 /// # Safety
 /// `c` must be a live header the caller owns.
 pub unsafe fn collect_remote(c: *mut Chunk) -> u32 {
     // SAFETY: the caller owns the header; `remote` is only ever swapped whole by the owner.
     unsafe {
         debug_check(c);
-        let head = remote_list::take(&(*c).remote) as *mut FreeSlot;
+        let (head, counted) = remote_list::take(&(*c).remote);
+        let head = head as *mut FreeSlot;
         if head.is_null() {
             return 0;
         }
         contention::collection();
+        if remote_list::COUNTED && (*c).free.is_null() {
+            debug_assert_eq!(counted, list_len(head), "a remote list's count");
+            (*c).free = head;
+            let n = counted as u32;
+            set_used(c, used(c) - n);
+            return n;
+        }
         let mut tail = head;
         let mut n = 1;
         loop {
@@ -462,7 +474,7 @@ pub unsafe fn take_local(c: *mut Chunk) -> bool {
     }
 }
 
-/// Pushes the slots `head` … `tail` (linked by [`FreeSlot::set_next`], `tail`'s link to be
+/// Pushes the `n` slots `head` … `tail` (linked by [`FreeSlot::set_next`], `tail`'s link to be
 /// written here) onto the remote-free list of their chunk `c`, with one CAS: frees by a thread
 /// that does not own `c` (one slot: `head == tail`). Returns true when this push cleared [`FULL`](remote_list::FULL):
 /// the caller must tell the owner.
@@ -470,13 +482,13 @@ pub unsafe fn take_local(c: *mut Chunk) -> bool {
 /// # Safety
 /// Every slot of the list must be a handed-out slot of `c` that nobody uses any more.
 #[inline]
-pub unsafe fn push_remote(c: *mut Chunk, head: *mut FreeSlot, tail: *mut FreeSlot) -> bool {
+pub unsafe fn push_remote(c: *mut Chunk, head: *mut FreeSlot, tail: *mut FreeSlot, n: u32) -> bool {
     // SAFETY: c is a live header (its slots are handed out); `remote` is an atomic any thread may
     // push onto; the slots are ours to write until the CAS publishes them.
     unsafe {
         // Attempts, for the `testing` contention count (compiled out without it).
         let mut attempts = 0u64;
-        let cleared = remote_list::push(&(*c).remote, head as usize, |old| {
+        let cleared = remote_list::push(&(*c).remote, head as usize, n as usize, |old| {
             attempts += 1;
             FreeSlot::set_next(tail, old as *mut FreeSlot)
         });
@@ -581,7 +593,6 @@ pub unsafe fn debug_check(c: *mut Chunk) {
 ///
 /// # Safety
 /// `s` must head a list of free slots.
-#[cfg(test)]
 pub unsafe fn list_len(mut s: *mut FreeSlot) -> usize {
     let mut n = 0;
     while !s.is_null() {
@@ -696,7 +707,7 @@ mod tests {
                             (*c).local_free = s;
                             set_used(c, used(c) - 1);
                         }
-                        1 => assert_eq!(push_remote(c, s, s), i == 1, "FULL cleared once"),
+                        1 => assert_eq!(push_remote(c, s, s, 1), i == 1, "FULL cleared once"),
                         _ => {}
                     }
                 }
@@ -753,7 +764,7 @@ mod tests {
                     for s in part {
                         // SAFETY: each slot is handed out once and freed once, here.
                         unsafe {
-                            push_remote(cc as *mut Chunk, s as *mut FreeSlot, s as *mut FreeSlot)
+                            push_remote(cc as *mut Chunk, s as *mut FreeSlot, s as *mut FreeSlot, 1)
                         };
                     }
                 })

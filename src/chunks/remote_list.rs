@@ -4,6 +4,12 @@
 //! empty; the push that clears it tells the owner). The list's nodes are the slots themselves, each
 //! linked to the next by whatever the caller writes (`link_tail`): this file knows only the word.
 //!
+//! On 64-bit targets the word's top 16 bits ([`COUNTED`]) count the slots on the list: each push
+//! adds its own, so the owner takes a list with its length and never walks it to count (issue 45,
+//! step 2: the walk was a chain of dependent loads of lines the freeing core held). A pointer
+//! there is below 2^48 (`os::ADDRESS_BITS`), and a chunk holds at most 2^15 slots. 32-bit targets
+//! have no bit to spare: their take says 0 and the owner walks.
+//!
 //! This is the lock-free part of the cross-thread protocol, and the part model-checked:
 //! `tests/loom_remote.rs` includes this file with `crate::sync::atomic` bound to loom's atomics and
 //! checks every interleaving of pushers, a batch push, the owner's take and its FULL mark on small
@@ -15,34 +21,63 @@ use crate::sync::atomic::{AtomicUsize, Ordering};
 /// The low bit of the list word: the chunk sits on its owner's full list.
 pub const FULL: usize = 1;
 
-/// Pushes the slots `head` … tail onto `list` with one CAS: `link_tail(old)` writes the tail's link
-/// to the old first slot (called again if the CAS is retried). Returns true when this push cleared
-/// [`FULL`]: the caller must tell the owner.
+/// Whether the list word counts its slots (64-bit targets: in its top 16 bits).
+pub const COUNTED: bool = usize::BITS == 64;
+/// Where the count starts in the word, and the bits below it (the first slot and [`FULL`]).
+const COUNT_SHIFT: u32 = if COUNTED { 48 } else { 0 };
+const LOW: usize = if COUNTED {
+    (1 << COUNT_SHIFT) - 1
+} else {
+    usize::MAX
+};
+
+/// The slots a list word counts (0 where the word does not count them).
+#[inline(always)]
+fn count(word: usize) -> usize {
+    if COUNTED { word >> COUNT_SHIFT } else { 0 }
+}
+
+/// Pushes the `n` slots `head` … tail onto `list` with one CAS: `link_tail(old)` writes the tail's
+/// link to the old first slot (called again if the CAS is retried). Returns true when this push
+/// cleared [`FULL`]: the caller must tell the owner.
 ///
 /// # Safety
-/// `head` … tail are slots nobody else uses, linked by the caller up to the tail; `link_tail` writes
-/// only the tail's link.
+/// `head` … tail are `n` slots nobody else uses, linked by the caller up to the tail; `link_tail`
+/// writes only the tail's link. A slot's address is below 2^48 and a list never holds 2^16 slots.
 #[inline(always)]
-pub unsafe fn push(list: &AtomicUsize, head: usize, mut link_tail: impl FnMut(usize)) -> bool {
+pub unsafe fn push(
+    list: &AtomicUsize,
+    head: usize,
+    n: usize,
+    mut link_tail: impl FnMut(usize),
+) -> bool {
+    debug_assert!(head & !LOW == 0 && head & FULL == 0);
     let mut old = list.load(Ordering::Relaxed);
     loop {
-        link_tail(old & !FULL);
+        link_tail(old & LOW & !FULL);
+        let new = if COUNTED {
+            head | (count(old) + n) << COUNT_SHIFT
+        } else {
+            head
+        };
         // Release: the links written before are visible to the owner's acquire swap.
-        match list.compare_exchange_weak(old, head, Ordering::Release, Ordering::Relaxed) {
+        match list.compare_exchange_weak(old, new, Ordering::Release, Ordering::Relaxed) {
             Ok(_) => return old & FULL != 0,
             Err(now) => old = now,
         }
     }
 }
 
-/// Takes the whole list (clearing [`FULL`]): its first slot, or 0 when it was empty. For the owner.
+/// Takes the whole list (clearing [`FULL`]): its first slot (0 when it was empty) and how many slots
+/// it holds ([`COUNTED`]; else 0: the caller counts them). For the owner.
 #[inline]
-pub fn take(list: &AtomicUsize) -> usize {
+pub fn take(list: &AtomicUsize) -> (usize, usize) {
     if list.load(Ordering::Relaxed) == 0 {
-        return 0;
+        return (0, 0);
     }
     // Acquire: the links the pushers wrote before their release CAS are visible.
-    list.swap(0, Ordering::Acquire) & !FULL
+    let w = list.swap(0, Ordering::Acquire);
+    (w & LOW & !FULL, count(w))
 }
 
 /// Marks the list [`FULL`] if it is empty; false (changing nothing) when slots are waiting: the
@@ -71,5 +106,5 @@ pub fn clear_full(list: &AtomicUsize) {
 #[cfg_attr(not(test), allow(dead_code))]
 #[inline]
 pub fn peek(list: &AtomicUsize) -> usize {
-    list.load(Ordering::Acquire) & !FULL
+    list.load(Ordering::Acquire) & LOW & !FULL
 }

@@ -210,13 +210,16 @@ unsafe fn refill(h: *mut ThreadHeap, c: usize) -> *mut Chunk {
                 return ch;
             }
             if ch != chunk::dummy() {
-                if chunk::take_local(ch) {
-                    // Remote frees are collected on every refill too, so they never wait long.
-                    collect(b, ch);
-                    count_supply(b, ch);
+                // Remote frees first, on every refill, so they never wait long: `free` is empty,
+                // so the list becomes it whole, counted by its pushes (no walk of lines other
+                // cores wrote: issue 45, step 2); the thread's own frees stay on `local_free`
+                // until `free` runs dry again.
+                let n = collect(b, ch);
+                if n > 0 {
+                    owner_add(&(*b).supplied, n as usize);
                     return ch;
                 }
-                if collect(b, ch) > 0 || chunk::extend(ch) > 0 {
+                if chunk::take_local(ch) || chunk::extend(ch) > 0 {
                     count_supply(b, ch);
                     return ch;
                 }

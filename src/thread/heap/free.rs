@@ -214,7 +214,7 @@ unsafe fn free_remote(p: *mut u8, size: usize) {
                 contention::header_rmw();
                 (*ch).remote_requested.fetch_add(size as u32, Relaxed);
             }
-            chunk::push_remote(ch, p.cast(), p.cast())
+            chunk::push_remote(ch, p.cast(), p.cast(), 1)
         };
         hint_if_full(was_full, owner, c);
         if h == exited() {
@@ -285,7 +285,7 @@ unsafe fn flush(h: *mut ThreadHeap, c: usize) {
         if bytes != 0 {
             (*ch).remote_requested.fetch_add(bytes, Relaxed);
         }
-        let was_full = chunk::push_remote(ch, (*b).head, (*b).tail);
+        let was_full = chunk::push_remote(ch, (*b).head, (*b).tail, (*b).n);
         hint_if_full(was_full, owner, c);
         owner_add(
             &(*bin(h, c)).batched_requested,
