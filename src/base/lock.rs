@@ -6,7 +6,8 @@
 //! **Hangs that explain themselves** (issue 50). In test and debug builds (the `testing` feature,
 //! or `debug_assertions`) every lock has a name and records its holder: a number for the thread
 //! and the place (file and line) where it took the lock. A waiter that has waited longer than
-//! `POOLALLOC_LOCK_WAIT_MS` (default 60 s under `testing`, off otherwise) aborts with a message
+//! `POOLALLOC_LOCK_WAIT_MS` (default 60 s under `testing`, off otherwise; never for a `Heap`'s
+//! lock, which a scope holds while the program's code runs) aborts with a message
 //! naming the lock, its holder and its place, its own place, and every other thread waiting for a
 //! lock at that moment with that lock's holder: a lock-order cycle reads off those lines, and a
 //! holder that never comes back shows where it took the lock. In release builds without
@@ -397,7 +398,9 @@ mod watch {
                 let waited = crate::os::now_ms().wrapping_sub(start);
                 // The setting is read only once a wait has lasted (no setting read on a lock
                 // taken while the settings themselves are read).
-                if waited >= 1000 {
+                // A `Heap`'s lock is held for a whole scope, while the program's own code runs:
+                // no bound on waiting for it (its holder is still recorded, its order checked).
+                if waited >= 1000 && lock.rank != Rank::Heap {
                     let bound = settings::lock_wait_ms();
                     if bound != 0 && waited as usize >= bound {
                         hang(lock, site, me, waited, spins);
