@@ -51,7 +51,7 @@ pub unsafe fn push(
     n: usize,
     mut link_tail: impl FnMut(usize),
 ) -> bool {
-    debug_assert!(head & !LOW == 0 && head & FULL == 0);
+    debug_assert!(count(head) == 0 && head & FULL == 0);
     let mut old = list.load(Ordering::Relaxed);
     loop {
         link_tail(old & LOW & !FULL);
