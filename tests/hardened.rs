@@ -43,6 +43,7 @@ const CASES: &[(&str, &str)] = &[
     ("realloc_of_freed_block", "realloc of freed block"),
     ("corrupted_free_list", "corrupted free list"),
     ("link_to_another_chunk", "corrupted free list"),
+    ("corrupted_remote_message", "corrupted remote-free message"),
     (
         "small_block_freed_to_another_heap",
         "freed to a Heap that did not allocate it",
@@ -179,6 +180,30 @@ fn run_case(case: &str) {
                 b.cast::<usize>().write(0x4141_4141_4141_4141_u64 as usize);
                 alloc_until(b, l(64));
                 P.alloc(l(64));
+            }
+            "corrupted_remote_message" => {
+                // Three 64-byte blocks freed by another thread travel to their chunk as one
+                // message, written into the first (the count at bytes 16..18, the indices of the
+                // other two after it); its thread's exit pushes it. Pointing the message's first
+                // index at a live block of the chunk, as an overflow from the block before would,
+                // must not hand that block out a second time: the owner checks every index when
+                // it expands the message, and the live block carries no free tag.
+                let mut v: Vec<usize> = (0..4).map(|_| P.alloc(l(64)) as usize).collect();
+                let base = |a: usize| a & !((256 << 10) - 1);
+                while base(v[3]) != base(v[0]) {
+                    v[3] = P.alloc(l(64)) as usize;
+                }
+                let (a, b, c) = (v[0], v[1], v[2]);
+                std::thread::spawn(move || {
+                    for p in [a, b, c] {
+                        P.dealloc(p as *mut u8, l(64));
+                    }
+                })
+                .join()
+                .unwrap();
+                let live = ((v[3] - base(a)) >> 3) as u16;
+                (a as *mut u8).add(18).cast::<u16>().write(live);
+                alloc_until(a as *mut u8, l(64));
             }
             "link_to_another_chunk" => {
                 // Two free slots in each of two chunks of the 64-byte class: a2 links to a1, b2

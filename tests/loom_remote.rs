@@ -10,7 +10,11 @@
 //!   and then exactly the push that clears the mark reports it (the owner is told); when the mark
 //!   fails the owner takes the slot itself; never is the chunk full with a slot waiting and nobody
 //!   told;
-//! - two pushers against a marked list: exactly one of them reports clearing FULL.
+//! - two pushers against a marked list: exactly one of them reports clearing FULL;
+//! - messages (issue 45, step 3): two freers each write the indices of a run into the run's first
+//!   slot and push it alone (counting the run's slots), while the owner takes and expands: every
+//!   slot is taken exactly once, and the indices, written before the push, are read after the
+//!   take (a read the release/acquire pair did not order fails, as for links).
 //!
 //! Abandonment and adoption happen under the chunk source's class lock (ordering by the lock),
 //! and batches are built in a thread's own memory before their one push: both reduce to the
@@ -39,6 +43,8 @@ use remote_list::FULL;
 struct Slot {
     id: usize,
     next: UnsafeCell<usize>,
+    /// A message's indices (`src/chunks/message.rs` writes them into the slot after its link).
+    indices: UnsafeCell<Vec<usize>>,
 }
 
 struct Chunk {
@@ -58,6 +64,7 @@ impl Chunk {
                 .map(|id| Slot {
                     id,
                     next: UnsafeCell::new(0),
+                    indices: UnsafeCell::new(Vec::new()),
                 })
                 .collect(),
         })
@@ -88,6 +95,44 @@ impl Chunk {
                 tail.next.with_mut(|p| *p = old)
             })
         }
+    }
+
+    /// Pushes the run `ids` as a message: the indices of `ids[1..]` written into slot `ids[0]`,
+    /// which alone is pushed (its link written by the push), counting the run's slots.
+    fn push_message(&self, ids: &[usize]) -> bool {
+        let m = &self.slots[ids[0]];
+        // SAFETY: the run's first slot is this thread's until the push publishes it.
+        m.indices.with_mut(|v| unsafe { *v = ids[1..].to_vec() });
+        // SAFETY: as above.
+        unsafe {
+            remote_list::push(&self.list, self.addr(ids[0]), ids.len(), |old| {
+                m.next.with_mut(|p| *p = old)
+            })
+        }
+    }
+
+    /// Takes the list of messages and returns the ids of their slots, each message's own first.
+    fn take_messages(&self) -> Vec<usize> {
+        let mut out = Vec::new();
+        let (mut a, counted) = remote_list::take(&self.list);
+        let first = a;
+        while a != 0 {
+            let s = Self::slot(a);
+            out.push(s.id);
+            // SAFETY: the taken list is this thread's; the message's words were written before
+            // the push that published it (Release, seen by take's Acquire), as loom's cells check.
+            out.extend(s.indices.with(|v| unsafe { (*v).clone() }));
+            // SAFETY: as above.
+            a = s.next.with(|p| unsafe { *p });
+        }
+        if remote_list::COUNTED && first != 0 {
+            assert_eq!(
+                counted,
+                out.len(),
+                "the list word's count of a message's slots"
+            );
+        }
+        out
     }
 
     /// Takes the list and returns the ids on it, following the links; the count the list word
@@ -187,5 +232,21 @@ fn the_owner_clearing_full_itself_loses_no_push() {
         // Told only if the push came before the owner's clear; the slot waits either way.
         let _ = told;
         assert_eq!(c.take(), vec![0]);
+    });
+}
+
+#[test]
+fn messages_pushed_while_the_owner_takes_are_expanded_whole() {
+    model(|| {
+        let c = Chunk::new(5);
+        let (c1, c2) = (c.clone(), c.clone());
+        let t1 = loom::thread::spawn(move || c1.push_message(&[0, 1, 2]));
+        let t2 = loom::thread::spawn(move || c2.push_message(&[3, 4]));
+        let mut got = c.take_messages();
+        t1.join().unwrap();
+        t2.join().unwrap();
+        got.extend(c.take_messages());
+        got.sort();
+        assert_eq!(got, vec![0, 1, 2, 3, 4]);
     });
 }

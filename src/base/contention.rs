@@ -36,10 +36,13 @@ pub struct Contention {
     /// per block unless the freeing thread has exited or the chunk has no owner (each such free
     /// is pushed alone).
     pub remote_header_rmws: u64,
-    /// Links of remote-free lists the owner followed to collect them (to find a list's tail and
-    /// count): one per block collected.
+    /// Links of remote-free lists the owner followed to collect them: one per message (its next),
+    /// and in the classes that link their slots, one per slot where the list is walked for its
+    /// tail and count (every list on 32-bit targets; on 64-bit ones only a list joined to a free
+    /// list that is not empty).
     pub remote_links_walked: u64,
-    /// Writes into freed blocks by the thread that freed them (the link of each): one per block.
+    /// Blocks the freeing thread wrote into: the first of each message (which holds the indices
+    /// of the others), and each block of the classes that link their slots.
     pub remote_block_writes: u64,
 }
 
@@ -153,8 +156,8 @@ pub fn adoption() {
     on::add(&on::ADOPTIONS, 1);
 }
 
-/// A block was freed by a thread that does not own its chunk; `writes`: the words it wrote into
-/// the block (its link).
+/// A block was freed by a thread that does not own its chunk; `writes`: 1 if it wrote into the
+/// block (a link, or a message's first slot), else 0.
 #[inline(always)]
 pub fn remote_free(writes: u64) {
     #[cfg(feature = "testing")]

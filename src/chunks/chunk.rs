@@ -36,7 +36,7 @@
 use crate::base::contention;
 use crate::base::size_class;
 use crate::chunks::link;
-use crate::chunks::remote_list;
+use crate::chunks::{message, remote_list};
 use core::ptr;
 use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 
@@ -414,9 +414,12 @@ pub unsafe fn extend(c: *mut Chunk) -> u32 {
 
 /// Takes the remote-free list (clearing [`FULL`](remote_list::FULL)) and puts its slots on `free`. Returns how many.
 ///
-/// Where the list word counts its slots (64-bit targets) and `free` is empty, the list becomes
-/// `free` whole: no link is followed, so no line the freeing threads wrote is read here (issue 45,
-/// step 2). Otherwise the list is walked for its tail and length, and joined to `free`.
+/// In a class that carries messages ([`message`]), each message is expanded into a run of linked
+/// slots (one dependent load a message, to its next; independent stores into the slots), and the
+/// whole is joined to `free`. Otherwise, where the list word counts its slots (64-bit targets)
+/// and `free` is empty, the list becomes `free` whole: no link is followed, so no line the
+/// freeing threads wrote is read here (issue 45, step 2); else the list is walked for its tail and
+/// length, and joined to `free`.
 ///
 /// # Safety
 /// `c` must be a live header the caller owns.
@@ -430,6 +433,17 @@ pub unsafe fn collect_remote(c: *mut Chunk) -> u32 {
             return 0;
         }
         contention::collection();
+        if message::carries((*c).class as usize) {
+            let (tail, n) = expand(c, head);
+            debug_assert!(
+                !remote_list::COUNTED || counted == n as usize,
+                "a remote list's count"
+            );
+            FreeSlot::set_next(tail, (*c).free);
+            (*c).free = head;
+            set_used(c, used(c) - n);
+            return n;
+        }
         if remote_list::COUNTED && (*c).free.is_null() {
             debug_assert_eq!(counted, list_len(head), "a remote list's count");
             (*c).free = head;
@@ -455,6 +469,86 @@ pub unsafe fn collect_remote(c: *mut Chunk) -> u32 {
     }
 }
 
+/// Expands the messages `m`, … (a list taken from chunk `c`'s `remote`) into one list of their
+/// slots, each message's own slot before its indices' slots. Returns the last slot (its link not
+/// written) and the number of slots. With `hardened`, every index is checked before it is
+/// linked: it names a carved slot of the class that carries the free tag (so a corrupted or
+/// forged message aborts here, naming the chunk, instead of handing out a live block).
+///
+/// # Safety
+/// `c` is a live header the caller owns, of a class that carries messages; `m` heads a list it
+/// took from `remote`.
+unsafe fn expand(c: *mut Chunk, mut m: *mut FreeSlot) -> (*mut FreeSlot, u32) {
+    // SAFETY: every message on the list is a free slot of c, sealed by its freer before the
+    // release CAS that published it (the take's acquire makes its words visible); its indices
+    // name slots of c that its freer freed (checked with `hardened`), which nobody else uses.
+    unsafe {
+        let class = (*c).class as usize;
+        let size = size_class::CLASS_SIZE[class];
+        let b = base(c);
+        let carved = (*c).bump as usize - b as usize;
+        let most = message::INDICES[class] as usize;
+        let mut n = 0u32;
+        let mut messages = 0u64;
+        loop {
+            let next = FreeSlot::next(m);
+            let k = message::count(m.cast());
+            if link::HARDENED && k > most {
+                bad_message(c, m.cast(), k, usize::MAX);
+            }
+            debug_assert!(k <= most, "a message's count");
+            let mut prev = m;
+            for i in 0..k {
+                let ix = message::get(m.cast(), i);
+                let s = message::slot_at(b, ix);
+                let off = (ix as usize) << 3;
+                if link::HARDENED {
+                    if off >= carved || off % size != 0 || !link::looks_free(s, size) {
+                        bad_message(c, m.cast(), k, i);
+                    }
+                } else {
+                    debug_assert!(off < carved && off % size == 0, "a message's index");
+                }
+                FreeSlot::set_next(prev, s.cast());
+                prev = s.cast();
+            }
+            // The count and the indices overwrote part of the free mark `hardened-full` checks
+            // when the slot is handed out: it is written again (the tag, which they left, too).
+            link::mark_free(m.cast(), size);
+            n += k as u32 + 1;
+            messages += 1;
+            if next.is_null() {
+                contention::links_walked(messages);
+                return (prev, n);
+            }
+            FreeSlot::set_next(prev, next);
+            m = next;
+        }
+    }
+}
+
+/// A message failed `hardened`'s check (`i == usize::MAX`: its count): abort, naming it.
+#[cfg(feature = "hardened")]
+#[cold]
+#[inline(never)]
+fn bad_message(c: *mut Chunk, m: *mut u8, k: usize, i: usize) -> ! {
+    if i == usize::MAX {
+        crate::base::fatal::fatal(format_args!(
+            "a corrupted remote-free message {m:p} in chunk {c:p}: it counts {k} slots, more than its class holds"
+        ))
+    }
+    crate::base::fatal::fatal(format_args!(
+        "a corrupted remote-free message {m:p} in chunk {c:p}: its index {i} of {k} names no freed slot (a double free, or a write after free into a freed block)"
+    ))
+}
+
+/// Without `hardened` nothing is checked (debug builds assert): never called.
+#[cfg(not(feature = "hardened"))]
+#[inline(always)]
+fn bad_message(_c: *mut Chunk, _m: *mut u8, _k: usize, _i: usize) {
+    debug_assert!(false, "a corrupted remote-free message");
+}
+
 /// Moves `local_free` onto `free` (which must be empty).
 ///
 /// # Safety
@@ -475,8 +569,9 @@ pub unsafe fn take_local(c: *mut Chunk) -> bool {
 }
 
 /// Pushes the `n` slots `head` … `tail` (linked by [`FreeSlot::set_next`], `tail`'s link to be
-/// written here) onto the remote-free list of their chunk `c`, with one CAS: frees by a thread
-/// that does not own `c` (one slot: `head == tail`). Returns true when this push cleared [`FULL`](remote_list::FULL):
+/// written here; in a class that carries messages, `head == tail` is a sealed message of `n`
+/// slots) onto the remote-free list of their chunk `c`, with one CAS: frees by a thread that does
+/// not own `c`. Returns true when this push cleared [`FULL`](remote_list::FULL):
 /// the caller must tell the owner.
 ///
 /// # Safety
@@ -494,6 +589,22 @@ pub unsafe fn push_remote(c: *mut Chunk, head: *mut FreeSlot, tail: *mut FreeSlo
         });
         contention::remote_push(attempts);
         cleared
+    }
+}
+
+/// Pushes slot `s` alone onto the remote-free list of its chunk `c` (in a class that carries
+/// messages, as a message of no index). Returns as [`push_remote`].
+///
+/// # Safety
+/// `s` must be a handed-out slot of `c` that nobody uses any more.
+#[inline]
+pub unsafe fn push_one(c: *mut Chunk, s: *mut FreeSlot) -> bool {
+    // SAFETY: forwarded; the slot is ours to write until the push.
+    unsafe {
+        if message::carries((*c).class as usize) {
+            message::seal(s.cast(), 0);
+        }
+        push_remote(c, s, s, 1)
     }
 }
 
@@ -707,7 +818,7 @@ mod tests {
                             (*c).local_free = s;
                             set_used(c, used(c) - 1);
                         }
-                        1 => assert_eq!(push_remote(c, s, s, 1), i == 1, "FULL cleared once"),
+                        1 => assert_eq!(push_one(c, s), i == 1, "FULL cleared once"),
                         _ => {}
                     }
                 }
@@ -763,9 +874,7 @@ mod tests {
                 std::thread::spawn(move || {
                     for s in part {
                         // SAFETY: each slot is handed out once and freed once, here.
-                        unsafe {
-                            push_remote(cc as *mut Chunk, s as *mut FreeSlot, s as *mut FreeSlot, 1)
-                        };
+                        unsafe { push_one(cc as *mut Chunk, s as *mut FreeSlot) };
                     }
                 })
             })

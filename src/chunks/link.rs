@@ -209,6 +209,17 @@ mod imp {
         }
     }
 
+    /// Whether slot `s` of `size` ≥ 16 bytes carries the free tag in its second word (its free
+    /// marked it, and nothing wrote that word since).
+    ///
+    /// # Safety
+    /// `s` must be an 8-aligned slot of `size` bytes that the caller may read.
+    #[inline(always)]
+    pub unsafe fn looks_free(s: *mut u8, size: usize) -> bool {
+        // SAFETY: word 1 lies inside the slot (caller, size >= 16).
+        size >= 16 && unsafe { s.cast::<u64>().add(1).read() } == tag(s)
+    }
+
     /// True when a slot of `size` ≥ 16 bytes still carries the poison of [`mark_free_tagged`] in
     /// words 2 .. min(size, 64)/8 (its tag is checked by the caller).
     ///
@@ -271,6 +282,15 @@ mod imp {
     /// None needed: does nothing (the twin of the hardened version, which writes the slot).
     #[inline(always)]
     pub unsafe fn mark_free(_s: *mut u8, _size: usize) {}
+
+    /// Free slots carry no tag: every slot looks free.
+    ///
+    /// # Safety
+    /// None (nothing is read); `unsafe` as the hardened version.
+    #[inline(always)]
+    pub unsafe fn looks_free(_s: *mut u8, _size: usize) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]

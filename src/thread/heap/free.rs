@@ -8,7 +8,8 @@ use super::{owner_add, owner_add_bytes, owner_add32, push_avail, this_heap};
 use crate::base::contention;
 use crate::base::size_class::NUM_CLASSES;
 use crate::chunks::chunk::{self, Chunk, FreeSlot, unlink};
-use crate::{chunks::remote_list, memory::chunk_lists, memory::purge};
+use crate::chunks::{message, remote_list};
+use crate::{memory::chunk_lists, memory::purge};
 use core::ptr;
 use core::sync::atomic::Ordering::Relaxed;
 
@@ -127,15 +128,19 @@ pub(super) unsafe fn retire(ch: *mut Chunk) {
 // ---------------------------------------------------------------------------------------------------
 // Remote frees and their batches.
 
-/// Remote frees of one class into one chunk, linked through the slots like a free list, waiting
-/// to be pushed onto the chunk's `remote` list with one CAS (snmalloc batches remote frees per
-/// destination the same way). A batched slot is already counted as cached in the heap's `cached`
-/// (so `stats` is exact), and still counted in its chunk's `used` (so the chunk can neither be
-/// released nor change class while a batch holds its slots).
+/// Remote frees of one class into one chunk (a run), waiting to be pushed onto the chunk's
+/// `remote` list with one CAS (snmalloc batches remote frees per destination the same way). In a
+/// class that carries messages ([`message`]) the run is a message: its first slot holds the
+/// indices of the others, which the freeing thread never writes (issue 45, step 3); in the
+/// others its slots are linked like a free list. A batched slot is already counted as cached in
+/// the heap's `cached` (so `stats` is exact), and still counted in its chunk's `used` (so the
+/// chunk can neither be released nor change class while a batch holds its slots).
 pub(super) struct Batch {
     /// The slots' chunk, or null when the batch is empty.
     chunk: *mut Chunk,
+    /// The first slot: the message, or the head of the linked slots.
     head: *mut FreeSlot,
+    /// The last linked slot (the message itself, in a class that carries messages).
     tail: *mut FreeSlot,
     n: u32,
     /// The slots' requested bytes, added to the chunk's `remote_requested` with the push.
@@ -153,24 +158,23 @@ impl Batch {
     };
 }
 
-/// A batch goes to its chunk once it holds this many bytes (or [`BATCH_SLOTS`] slots), when a
-/// remote free of its class goes to another chunk, and when its thread allocates on a slow path,
-/// trims or exits. So a thread that stops freeing holds at most one batch per class.
-const BATCH_BYTES: usize = 16 << 10;
-
-/// The most slots a batch holds.
-const BATCH_SLOTS: u32 = 64;
-
-/// Per class, the slots a batch holds before it goes: `BATCH_BYTES / size`, within 1..=BATCH_SLOTS.
+/// Per class, the slots a batch holds before it goes: a full message (its own slot and
+/// `message::INDICES`), or in a class that links its slots `MAX_BYTES / size` within
+/// 1..=`MAX_SLOTS`. A batch also goes when a remote free of its class goes to another chunk, and
+/// when its thread allocates on a slow path, trims or exits. So a thread that stops freeing holds
+/// at most one batch per class.
 static BATCH_LIMIT: [u32; NUM_CLASSES] = {
     let mut t = [0u32; NUM_CLASSES];
     let mut c = 0;
     while c < NUM_CLASSES {
-        let n = BATCH_BYTES / crate::base::size_class::CLASS_SIZE[c];
-        t[c] = if n < 1 {
+        let k = message::INDICES[c] as u32;
+        let n = message::MAX_BYTES / crate::base::size_class::CLASS_SIZE[c];
+        t[c] = if k != 0 {
+            k + 1
+        } else if n < 1 {
             1
-        } else if n > BATCH_SLOTS as usize {
-            BATCH_SLOTS
+        } else if n > message::MAX_SLOTS {
+            message::MAX_SLOTS as u32
         } else {
             n as u32
         };
@@ -200,21 +204,21 @@ unsafe fn free_remote(p: *mut u8, size: usize) {
     // SAFETY: p is a handed-out slot of ch that nobody uses any more (caller): until it is pushed
     // the chunk cannot change hands, so its class is this chunk's.
     let c = unsafe { (*ch).class as usize };
-    // The block's link, written below (batched) or by the push (alone).
-    contention::remote_free(1);
     if h != exited() {
         // SAFETY: h is this thread's heap: its counters are ours to write. (The size-less
         // interface's `size` is 0.)
         unsafe { owner_add_bytes(&(*h).deallocated, size) };
     }
     if h == exited() || owner.is_null() {
+        // The block's link (and count) are written.
+        contention::remote_free(1);
         // SAFETY: as above; `remote_requested` is this chunk's until the push.
         let was_full = unsafe {
             if size != 0 {
                 contention::header_rmw();
                 (*ch).remote_requested.fetch_add(size as u32, Relaxed);
             }
-            chunk::push_remote(ch, p.cast(), p.cast(), 1)
+            chunk::push_one(ch, p.cast())
         };
         hint_if_full(was_full, owner, c);
         if h == exited() {
@@ -225,8 +229,8 @@ unsafe fn free_remote(p: *mut u8, size: usize) {
         }
         return;
     }
-    // SAFETY: h is this thread's heap (batches and counters are ours); p is ours to link until
-    // its batch is pushed.
+    // SAFETY: h is this thread's heap (batches and counters are ours); p is ours to write until
+    // its batch is pushed, and so is the batch's message.
     unsafe {
         let bn = bin(h, c);
         owner_add(&(*bn).cached, 1);
@@ -236,15 +240,28 @@ unsafe fn free_remote(p: *mut u8, size: usize) {
         let b = batch(h, c);
         let s = p.cast::<FreeSlot>();
         if (*b).chunk == ch {
-            FreeSlot::set_next(s, (*b).head);
-            (*b).head = s;
+            if message::carries(c) {
+                // Into the message, not the block: the block's lines stay where they are.
+                contention::remote_free(0);
+                message::set(
+                    (*b).head.cast(),
+                    (*b).n as usize - 1,
+                    message::index_of(chunk::base(ch), p),
+                );
+            } else {
+                contention::remote_free(1);
+                FreeSlot::set_next(s, (*b).head);
+                (*b).head = s;
+            }
             (*b).n += 1;
             (*b).bytes += size as u32;
         } else {
             if !(*b).chunk.is_null() {
                 flush(h, c);
             }
-            FreeSlot::set_next(s, ptr::null_mut());
+            // The run's first slot: the message (written by `message::set` and the push), or
+            // the linked list's tail (its link written by the push).
+            contention::remote_free(1);
             *b = Batch {
                 chunk: ch,
                 head: s,
@@ -284,6 +301,9 @@ unsafe fn flush(h: *mut ThreadHeap, c: usize) {
         let bytes = (*b).bytes;
         if bytes != 0 {
             (*ch).remote_requested.fetch_add(bytes, Relaxed);
+        }
+        if message::carries(c) {
+            message::seal((*b).head.cast(), (*b).n as usize - 1);
         }
         let was_full = chunk::push_remote(ch, (*b).head, (*b).tail, (*b).n);
         hint_if_full(was_full, owner, c);
