@@ -193,6 +193,49 @@ static BATCH_LIMIT: [u32; NUM_CLASSES] = {
 // Arguments in the order the fast path holds them, as `alloc_slow`'s (alloc.rs).
 unsafe fn free_remote(p: *mut u8, size: usize) {
     let ch = chunk::of(p);
+    let h = this_heap();
+    // SAFETY: p is a handed-out slot (caller), so its chunk header is live and its class fixed.
+    // `batch(h, c)` lies in h's batches whatever h is: the static heaps (empty, exited) never
+    // batch, so a batch that names ch is one of this thread's own heap, whose batches and
+    // counters are ours to write, and p is ours to write until the batch is pushed.
+    unsafe {
+        let c = (*ch).class as usize;
+        let b = batch(h, c);
+        // The common case, with as few registers as it needs (the rest, which saves six, is a
+        // tail call): the slot joins the batch open for its chunk, which has room left.
+        // (`class` is below NUM_CLASSES: the table needs no bounds check.)
+        if (*b).chunk == ch && (*b).n + 1 < *BATCH_LIMIT.get_unchecked(c) {
+            owner_add_bytes(&(*h).deallocated, size);
+            let bn = bin(h, c);
+            owner_add(&(*bn).cached, 1);
+            owner_add(&(*bn).batched_requested, size);
+            if message::carries(c) {
+                // Into the message, not the block: the block's lines stay where they are.
+                contention::remote_free(0);
+                message::set(
+                    (*b).head.cast(),
+                    (*b).n as usize - 1,
+                    message::index_of(chunk::base(ch), p),
+                );
+            } else {
+                contention::remote_free(1);
+                FreeSlot::set_next(p.cast(), (*b).head);
+                (*b).head = p.cast();
+            }
+            (*b).n += 1;
+            (*b).bytes += size as u32;
+            return;
+        }
+        free_remote_slow(p, size)
+    }
+}
+
+/// [`free_remote`] where the slot does not simply join an open batch: the batch goes (full, or
+/// of another chunk), or this thread has no heap yet or has exited, or the chunk has no owner.
+#[cold]
+#[inline(never)]
+unsafe fn free_remote_slow(p: *mut u8, size: usize) {
+    let ch = chunk::of(p);
     // SAFETY: p is a handed-out slot (caller), so its chunk header is live; `owner` is an atomic.
     // Read again (the fast path keeps no register for it): it may have changed since (an owner
     // that exited abandoned the chunk, another thread adopted it), but never to this thread's
