@@ -155,6 +155,12 @@ pub struct Chunk {
     /// by `stats` like `used`. The chunk's live requested bytes are `requested - remote_requested`
     /// (wrapping `u32`: the true figure is below `CHUNK_SIZE`, so the difference is exact).
     pub requested: AtomicU32,
+    /// In a class that carries messages: the first of the messages taken from `remote` and not
+    /// yet expanded, as its slot's index ([`NO_MESSAGE`]: none). The owner expands a few at a
+    /// time ([`collect_remote_some`]), so that a long list is not written out slot by slot before
+    /// any of it is needed (it would evict the lines the thread is using). Its slots are counted
+    /// in `used`, like the slots on `remote`; `remote` is taken again only once it is empty.
+    pending: u16,
     /// On the owner's full list (then `notify_at == capacity - 1`).
     pub in_full: bool,
     _pad1: [u8; PAD1],
@@ -173,12 +179,15 @@ pub struct Chunk {
     _pad2: [u8; PAD2],
 }
 
-// The padding that ends each of the header's cache lines, for 8-byte words (28, 3 and 52 bytes)
-// and 4-byte ones (40, 27 and 56): each line's fields are pointer-sized words and `u32`s.
+// The padding that ends each of the header's cache lines, for 8-byte words (28, 1 and 52 bytes)
+// and 4-byte ones (40, 25 and 56): each line's fields are pointer-sized words and `u32`s.
 const WORD: usize = size_of::<usize>();
 const PAD0: usize = 64 - (3 * WORD + 3 * 4);
-const PAD1: usize = 64 - (6 * WORD + 3 * 4 + 1);
+const PAD1: usize = 64 - (6 * WORD + 3 * 4 + 2 + 1);
 const PAD2: usize = 64 - (WORD + 4);
+
+/// [`Chunk::pending`] when no message waits.
+const NO_MESSAGE: u16 = u16::MAX;
 
 /// `notify_at` of a chunk whose frees never need the slow path (the current chunk).
 pub const NEVER: u32 = u32::MAX;
@@ -364,6 +373,7 @@ pub unsafe fn init(base: *mut u8, class: usize) -> *mut Chunk {
             room: AtomicU32::new(0u32.wrapping_sub(NEVER)),
             notify_at: NEVER,
             requested: AtomicU32::new(0),
+            pending: NO_MESSAGE,
             in_full: false,
             _pad1: [0; PAD1],
             remote: AtomicUsize::new(0),
@@ -414,9 +424,9 @@ pub unsafe fn extend(c: *mut Chunk) -> u32 {
 
 /// Takes the remote-free list (clearing [`FULL`](remote_list::FULL)) and puts its slots on `free`. Returns how many.
 ///
-/// In a class that carries messages ([`message`]), each message is expanded into a run of linked
-/// slots (one dependent load a message, to its next; independent stores into the slots), and the
-/// whole is joined to `free`. Otherwise, where the list word counts its slots (64-bit targets)
+/// In a class that carries messages ([`message`]), each message (those [`Chunk::pending`] first)
+/// is expanded into a run of linked slots (one dependent load a message, to its next; independent
+/// stores into the slots), and the whole is joined to `free`. Otherwise, where the list word counts its slots (64-bit targets)
 /// and `free` is empty, the list becomes `free` whole: no link is followed, so no line the
 /// freeing threads wrote is read here (issue 45, step 2); else the list is walked for its tail and
 /// length, and joined to `free`.
@@ -427,23 +437,22 @@ pub unsafe fn collect_remote(c: *mut Chunk) -> u32 {
     // SAFETY: the caller owns the header; `remote` is only ever swapped whole by the owner.
     unsafe {
         debug_check(c);
+        if message::carries((*c).class as usize) {
+            let mut n = 0;
+            loop {
+                let k = collect_messages(c, u32::MAX);
+                if k == 0 {
+                    return n;
+                }
+                n += k;
+            }
+        }
         let (head, counted) = remote_list::take(&(*c).remote);
         let head = head as *mut FreeSlot;
         if head.is_null() {
             return 0;
         }
         contention::collection();
-        if message::carries((*c).class as usize) {
-            let (tail, n) = expand(c, head);
-            debug_assert!(
-                !remote_list::COUNTED || counted == n as usize,
-                "a remote list's count"
-            );
-            FreeSlot::set_next(tail, (*c).free);
-            (*c).free = head;
-            set_used(c, used(c) - n);
-            return n;
-        }
         if remote_list::COUNTED && (*c).free.is_null() {
             debug_assert_eq!(counted, list_len(head), "a remote list's count");
             (*c).free = head;
@@ -469,16 +478,70 @@ pub unsafe fn collect_remote(c: *mut Chunk) -> u32 {
     }
 }
 
+/// [`collect_remote`] for the owner's refill: in a class that carries messages, only enough
+/// messages to put about [`message::MAX_SLOTS`] slots on `free` (the rest wait in
+/// [`Chunk::pending`]); in the others, the whole list.
+///
+/// # Safety
+/// As [`collect_remote`].
+pub unsafe fn collect_remote_some(c: *mut Chunk) -> u32 {
+    // SAFETY: forwarded.
+    unsafe {
+        if message::carries((*c).class as usize) {
+            collect_messages(c, message::MAX_SLOTS as u32)
+        } else {
+            collect_remote(c)
+        }
+    }
+}
+
+/// Expands messages onto `free` until at least `budget` slots (or none is left): those pending
+/// first, else the list taken from `remote`. Returns how many slots.
+///
+/// # Safety
+/// `c` must be a live header the caller owns, of a class that carries messages.
+unsafe fn collect_messages(c: *mut Chunk, budget: u32) -> u32 {
+    // SAFETY: the caller owns the header; `pending` names a message the owner took from `remote`.
+    unsafe {
+        debug_check(c);
+        let m = if (*c).pending != NO_MESSAGE {
+            message::slot_at(base(c), (*c).pending).cast::<FreeSlot>()
+        } else {
+            let (head, _) = remote_list::take(&(*c).remote);
+            if head == 0 {
+                return 0;
+            }
+            contention::collection();
+            head as *mut FreeSlot
+        };
+        let (tail, n, rest) = expand(c, m, budget);
+        (*c).pending = if rest.is_null() {
+            NO_MESSAGE
+        } else {
+            message::index_of(base(c), rest.cast())
+        };
+        FreeSlot::set_next(tail, (*c).free);
+        (*c).free = m;
+        set_used(c, used(c) - n);
+        n
+    }
+}
+
 /// Expands the messages `m`, … (a list taken from chunk `c`'s `remote`) into one list of their
-/// slots, each message's own slot before its indices' slots. Returns the last slot (its link not
-/// written) and the number of slots. With `hardened`, every index is checked before it is
+/// slots, each message's own slot before its indices' slots, until at least `budget` slots.
+/// Returns the last slot (its link not written), the number of slots, and the first message not
+/// expanded (null: none). With `hardened`, every index is checked before it is
 /// linked: it names a carved slot of the class that carries the free tag (so a corrupted or
 /// forged message aborts here, naming the chunk, instead of handing out a live block).
 ///
 /// # Safety
 /// `c` is a live header the caller owns, of a class that carries messages; `m` heads a list it
 /// took from `remote`.
-unsafe fn expand(c: *mut Chunk, mut m: *mut FreeSlot) -> (*mut FreeSlot, u32) {
+unsafe fn expand(
+    c: *mut Chunk,
+    mut m: *mut FreeSlot,
+    budget: u32,
+) -> (*mut FreeSlot, u32, *mut FreeSlot) {
     // SAFETY: every message on the list is a free slot of c, sealed by its freer before the
     // release CAS that published it (the take's acquire makes its words visible); its indices
     // name slots of c that its freer freed (checked with `hardened`), which nobody else uses.
@@ -517,9 +580,9 @@ unsafe fn expand(c: *mut Chunk, mut m: *mut FreeSlot) -> (*mut FreeSlot, u32) {
             link::mark_free(m.cast(), size);
             n += k as u32 + 1;
             messages += 1;
-            if next.is_null() {
+            if next.is_null() || n >= budget {
                 contention::links_walked(messages);
-                return (prev, n);
+                return (prev, n, next);
             }
             FreeSlot::set_next(prev, next);
             m = next;
@@ -842,6 +905,64 @@ mod tests {
                 check(c);
                 dealloc(p, l);
             }
+        }
+    }
+
+    #[test]
+    fn messages_are_expanded_a_batch_at_a_time_and_lose_no_slot() {
+        let class = 7; // 64 bytes: a message holds its own slot and 27 indices
+        let k = message::INDICES[class] as usize;
+        assert!(k > 3);
+        let (p, l) = region();
+        // SAFETY: this test owns the chunk; each slot is handed out once and freed once.
+        unsafe {
+            let c = init(p, class);
+            while extend(c) > 0 {}
+            let mut out = Vec::new();
+            loop {
+                let s = pop(c);
+                if s.is_null() {
+                    break;
+                }
+                out.push(s);
+            }
+            let cap = out.len();
+            // Every slot back as messages of k + 1 slots (the last one shorter), as a freeing
+            // thread's batches would send them.
+            for run in out.chunks(k + 1) {
+                let m = run[0].cast::<u8>();
+                for (i, &s) in run[1..].iter().enumerate() {
+                    message::set(m, i, message::index_of(base(c), s.cast()));
+                }
+                message::seal(m, run.len() - 1);
+                push_remote(c, run[0], run[0], run.len() as u32);
+            }
+            assert_eq!(used(c) as usize, cap);
+            // A refill expands about a batch's worth; the rest waits, still counted as used.
+            let first = collect_remote_some(c) as usize;
+            assert!((message::MAX_SLOTS..message::MAX_SLOTS + k + 1).contains(&first));
+            assert_eq!(used(c) as usize, cap - first);
+            assert_ne!((*c).pending, NO_MESSAGE);
+            check(c);
+            // Another refill goes on with the pending messages, before anything newly pushed.
+            let again = collect_remote_some(c) as usize;
+            assert!(again >= message::MAX_SLOTS);
+            // A full collection takes everything.
+            let rest = collect_remote(c) as usize;
+            assert_eq!(first + again + rest, cap);
+            assert_eq!(used(c), 0);
+            assert_eq!((*c).pending, NO_MESSAGE);
+            check(c);
+            let mut seen = std::collections::HashSet::new();
+            loop {
+                let s = pop(c);
+                if s.is_null() {
+                    break;
+                }
+                assert!(seen.insert(s as usize), "a slot handed out twice");
+            }
+            assert_eq!(seen.len(), cap);
+            dealloc(p, l);
         }
     }
 

@@ -214,7 +214,7 @@ unsafe fn refill(h: *mut ThreadHeap, c: usize) -> *mut Chunk {
                 // so the list becomes it whole, counted by its pushes (no walk of lines other
                 // cores wrote: issue 45, step 2); the thread's own frees stay on `local_free`
                 // until `free` runs dry again.
-                let n = collect(b, ch);
+                let n = collect_some(b, ch);
                 if n > 0 {
                     owner_add(&(*b).supplied, n as usize);
                     return ch;
@@ -273,6 +273,23 @@ unsafe fn refill(h: *mut ThreadHeap, c: usize) -> *mut Chunk {
             let _l = (*h).lists.lock();
             make_current(h, c, n);
         }
+    }
+}
+
+/// Collects some of chunk `ch`'s remote frees into its free list, counting them against `b`'s
+/// cached slots: `chunk::collect_remote_some` (in a class that carries messages, about a full
+/// batch's worth; the rest wait on the chunk).
+///
+/// # Safety
+/// The caller owns `ch`, which belongs to bin `b`.
+unsafe fn collect_some(b: *mut Bin, ch: *mut Chunk) -> u32 {
+    // SAFETY: forwarded.
+    unsafe {
+        let n = chunk::collect_remote_some(ch);
+        if n > 0 {
+            owner_add(&(*b).cached, (n as usize).wrapping_neg());
+        }
+        n
     }
 }
 
