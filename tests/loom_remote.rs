@@ -111,32 +111,9 @@ impl Chunk {
         }
     }
 
-    /// Takes the list of messages and returns the ids of their slots, each message's own first.
-    fn take_messages(&self) -> Vec<usize> {
-        let mut out = Vec::new();
-        let (mut a, counted) = remote_list::take(&self.list);
-        let first = a;
-        while a != 0 {
-            let s = Self::slot(a);
-            out.push(s.id);
-            // SAFETY: the taken list is this thread's; the message's words were written before
-            // the push that published it (Release, seen by take's Acquire), as loom's cells check.
-            out.extend(s.indices.with(|v| unsafe { (*v).clone() }));
-            // SAFETY: as above.
-            a = s.next.with(|p| unsafe { *p });
-        }
-        if remote_list::COUNTED && first != 0 {
-            assert_eq!(
-                counted,
-                out.len(),
-                "the list word's count of a message's slots"
-            );
-        }
-        out
-    }
-
-    /// Takes the list and returns the ids on it, following the links; the count the list word
-    /// carried (64-bit targets) is the number of slots on it.
+    /// Takes the list and returns the ids on it, following the links, each message's indices
+    /// after its own slot (a slot pushed by `push` carries none); the count the list word carried
+    /// (64-bit targets) is the number of slots on it.
     fn take(&self) -> Vec<usize> {
         let mut out = Vec::new();
         let (mut a, counted) = remote_list::take(&self.list);
@@ -144,8 +121,11 @@ impl Chunk {
         while a != 0 {
             let s = Self::slot(a);
             out.push(s.id);
-            // SAFETY: the taken list is this thread's; its links were written before the push
-            // that published them (Release, seen by take's Acquire), as loom's cell checks.
+            // SAFETY: the taken list is this thread's; its links and messages were written before
+            // the push that published them (Release, seen by take's Acquire), as loom's cells
+            // check.
+            out.extend(s.indices.with(|v| unsafe { (*v).clone() }));
+            // SAFETY: as above.
             a = s.next.with(|p| unsafe { *p });
         }
         if remote_list::COUNTED && first != 0 {
@@ -242,10 +222,10 @@ fn messages_pushed_while_the_owner_takes_are_expanded_whole() {
         let (c1, c2) = (c.clone(), c.clone());
         let t1 = loom::thread::spawn(move || c1.push_message(&[0, 1, 2]));
         let t2 = loom::thread::spawn(move || c2.push_message(&[3, 4]));
-        let mut got = c.take_messages();
+        let mut got = c.take();
         t1.join().unwrap();
         t2.join().unwrap();
-        got.extend(c.take_messages());
+        got.extend(c.take());
         got.sort();
         assert_eq!(got, vec![0, 1, 2, 3, 4]);
     });

@@ -827,6 +827,19 @@ mod tests {
         }
     }
 
+    /// Pops every slot on `free`, in order.
+    unsafe fn pop_all(c: *mut Chunk) -> Vec<*mut FreeSlot> {
+        let mut out = Vec::new();
+        loop {
+            // SAFETY: the test owns c (caller).
+            let s = unsafe { pop(c) };
+            if s.is_null() {
+                return out;
+            }
+            out.push(s);
+        }
+    }
+
     #[test]
     fn header_is_found_from_every_slot() {
         let (p, l) = region();
@@ -893,11 +906,7 @@ mod tests {
                 assert_eq!(used(c) as usize, cap - back_local - back_remote);
                 check(c);
                 let mut again = std::collections::HashSet::new();
-                loop {
-                    let s = pop(c);
-                    if s.is_null() {
-                        break;
-                    }
+                for s in pop_all(c) {
                     assert!(again.insert(s as usize));
                 }
                 assert_eq!(again.len(), back_local + back_remote);
@@ -919,14 +928,7 @@ mod tests {
         unsafe {
             let c = init(p, class);
             while extend(c) > 0 {}
-            let mut out = Vec::new();
-            loop {
-                let s = pop(c);
-                if s.is_null() {
-                    break;
-                }
-                out.push(s);
-            }
+            let out = pop_all(c);
             let cap = out.len();
             // Every slot back as messages of k + 1 slots (the last one shorter), as a freeing
             // thread's batches would send them.
@@ -945,7 +947,7 @@ mod tests {
             assert_eq!(used(c) as usize, cap - first);
             assert_ne!((*c).pending, NO_MESSAGE);
             check(c);
-            // Another refill goes on with the pending messages, before anything newly pushed.
+            // Another refill goes on with the pending messages.
             let again = collect_remote_some(c) as usize;
             assert!(again >= message::MAX_SLOTS);
             // A full collection takes everything.
@@ -955,11 +957,7 @@ mod tests {
             assert_eq!((*c).pending, NO_MESSAGE);
             check(c);
             let mut seen = std::collections::HashSet::new();
-            loop {
-                let s = pop(c);
-                if s.is_null() {
-                    break;
-                }
+            for s in pop_all(c) {
                 assert!(seen.insert(s as usize), "a slot handed out twice");
             }
             assert_eq!(seen.len(), cap);

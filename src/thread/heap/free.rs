@@ -187,7 +187,9 @@ static BATCH_LIMIT: [u32; NUM_CLASSES] = {
 /// The slot joins this heap's batch for its class ([`Batch`]), unless the chunk has no owner (its
 /// thread exited: nobody allocates from it, and the source reaps it once it empties) or this
 /// thread has exited (its heap is the static *exited* one): then it goes to the chunk at once. A
-/// thread with no heap yet takes one first.
+/// thread with no heap yet takes one first. (A batch already open for a chunk whose owner has
+/// since exited still takes the chunk's slots: it goes out at the latest when this thread next
+/// allocates on a slow path, trims or exits, and the push is the same.)
 #[cold]
 #[inline(never)]
 // Arguments in the order the fast path holds them, as `alloc_slow`'s (alloc.rs).
@@ -206,24 +208,7 @@ unsafe fn free_remote(p: *mut u8, size: usize) {
         // (`class` is below NUM_CLASSES: the table needs no bounds check.)
         if (*b).chunk == ch && (*b).n + 1 < *BATCH_LIMIT.get_unchecked(c) {
             owner_add_bytes(&(*h).deallocated, size);
-            let bn = bin(h, c);
-            owner_add(&(*bn).cached, 1);
-            owner_add(&(*bn).batched_requested, size);
-            if message::carries(c) {
-                // Into the message, not the block: the block's lines stay where they are.
-                contention::remote_free(0);
-                message::set(
-                    (*b).head.cast(),
-                    (*b).n as usize - 1,
-                    message::index_of(chunk::base(ch), p),
-                );
-            } else {
-                contention::remote_free(1);
-                FreeSlot::set_next(p.cast(), (*b).head);
-                (*b).head = p.cast();
-            }
-            (*b).n += 1;
-            (*b).bytes += size as u32;
+            join(h, c, p, size);
             return;
         }
         free_remote_slow(p, size)
@@ -275,33 +260,17 @@ unsafe fn free_remote_slow(p: *mut u8, size: usize) {
     // SAFETY: h is this thread's heap (batches and counters are ours); p is ours to write until
     // its batch is pushed, and so is the batch's message.
     unsafe {
-        let bn = bin(h, c);
-        owner_add(&(*bn).cached, 1);
-        // No atomic on the chunk's header here: the batch's bytes go to `remote_requested` with
-        // its push (`flush`), and `stats` takes them off meanwhile (issue 45, step 1).
-        owner_add(&(*bn).batched_requested, size);
         let b = batch(h, c);
-        let s = p.cast::<FreeSlot>();
         if (*b).chunk == ch {
-            if message::carries(c) {
-                // Into the message, not the block: the block's lines stay where they are.
-                contention::remote_free(0);
-                message::set(
-                    (*b).head.cast(),
-                    (*b).n as usize - 1,
-                    message::index_of(chunk::base(ch), p),
-                );
-            } else {
-                contention::remote_free(1);
-                FreeSlot::set_next(s, (*b).head);
-                (*b).head = s;
-            }
-            (*b).n += 1;
-            (*b).bytes += size as u32;
+            join(h, c, p, size);
         } else {
             if !(*b).chunk.is_null() {
                 flush(h, c);
             }
+            let bn = bin(h, c);
+            owner_add(&(*bn).cached, 1);
+            owner_add(&(*bn).batched_requested, size);
+            let s = p.cast::<FreeSlot>();
             // The run's first slot: the message (written by `message::set` and the push), or
             // the linked list's tail (its link written by the push).
             contention::remote_free(1);
@@ -317,6 +286,42 @@ unsafe fn free_remote_slow(p: *mut u8, size: usize) {
         if (*b).n >= BATCH_LIMIT[c] {
             flush(h, c);
         }
+    }
+}
+
+/// Slot `p` (`size` requested bytes) joins heap `h`'s open batch of class `c`, which holds slots
+/// of `p`'s chunk and has room for it: its index goes into the batch's message, or (a class that
+/// links its slots) it is linked at the batch's head. It counts as cached, and its bytes wait in
+/// `batched_requested`: no atomic on the chunk's header (they go to `remote_requested` with the
+/// push, `flush`; issue 45, step 1).
+///
+/// # Safety
+/// `h` is this thread's heap; `p` is a handed-out slot of the batch's chunk that nobody uses any
+/// more.
+#[inline(always)]
+unsafe fn join(h: *mut ThreadHeap, c: usize, p: *mut u8, size: usize) {
+    // SAFETY: the caller owns h, its bins and batches; the batch's message and p are ours to
+    // write until the batch is pushed.
+    unsafe {
+        let bn = bin(h, c);
+        owner_add(&(*bn).cached, 1);
+        owner_add(&(*bn).batched_requested, size);
+        let b = batch(h, c);
+        if message::carries(c) {
+            // Into the message, not the block: the block's lines stay where they are.
+            contention::remote_free(0);
+            message::set(
+                (*b).head.cast(),
+                (*b).n as usize - 1,
+                message::index_of(chunk::base(chunk::of(p)), p),
+            );
+        } else {
+            contention::remote_free(1);
+            FreeSlot::set_next(p.cast(), (*b).head);
+            (*b).head = p.cast();
+        }
+        (*b).n += 1;
+        (*b).bytes += size as u32;
     }
 }
 
