@@ -38,11 +38,11 @@ LOG="$OUT/log.txt"
 QUICK=${DEVBENCH_QUICK:-0}
 if [ "$QUICK" = 1 ]; then
     COUNTS=${DEVBENCH_COUNTS:-1,2}
-    PLAN=${DEVBENCH_PLAN:-"larson:1 xmalloc-test:1 rayon-drop:1 http-service:1 threads:1"}
+    PLAN=${DEVBENCH_PLAN:-"local-churn:1 larson:1 xmalloc-test:1 rayon-drop:1 http-service:1 threads:1"}
     QFLAG=--quick
 else
     COUNTS=${DEVBENCH_COUNTS:-1,2,4,8,16}
-    PLAN=${DEVBENCH_PLAN:-"larson:5 xmalloc-test:5 rayon-drop:5 http-service:4 threads:5"}
+    PLAN=${DEVBENCH_PLAN:-"local-churn:5 larson:5 xmalloc-test:5 rayon-drop:5 http-service:4 threads:5"}
     QFLAG=
 fi
 BUDGET=${DEVBENCH_BUDGET:-390}

@@ -294,6 +294,7 @@ type Workload = fn(Params) -> Extra;
 const WORKLOADS: &[(&str, Workload, bool)] = &[
     ("larson", patterns::larson, false),
     ("xmalloc-test", patterns::xmalloc, false),
+    ("local-churn", patterns::local_churn, false),
     ("cache-scratch", patterns::cache_scratch, false),
     ("glibc-simple", patterns::glibc_simple, false),
     ("alloc-test", patterns::alloc_test, false),

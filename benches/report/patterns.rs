@@ -44,6 +44,41 @@ pub fn larson(p: Params) -> Extra {
     }
 }
 
+/// local-churn (issue 46): each thread keeps 20,000 boxes and replaces a random one, 1.5 M times a
+/// thread at scale 1; 7/8 of the sizes 8–128 B, 1/8 8 B–2 KiB. Nothing is shared: every free is
+/// the thread's own, so the time is the allocator's own blocks and chunk headers in the caches.
+pub fn local_churn(p: Params) -> Extra {
+    let steps = 1_500_000 * p.scale;
+    fn size(r: &mut Rng) -> usize {
+        if r.below(8) == 0 {
+            r.range(8, 2048)
+        } else {
+            r.range(8, 128)
+        }
+    }
+    let hs: Vec<_> = (0..p.threads)
+        .map(|t| {
+            std::thread::spawn(move || {
+                let mut r = Rng::new(0x46 + t as u64);
+                let mut a: Vec<Box<[u8]>> = (0..20_000).map(|_| block(size(&mut r), 1)).collect();
+                for _ in 0..steps {
+                    let i = r.below(a.len());
+                    check(&a[i], 1);
+                    a[i] = block(size(&mut r), 1);
+                }
+            })
+        })
+        .collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+    Extra {
+        // A free and an allocation per step.
+        work: Some((p.threads * steps * 2) as f64),
+        ..Extra::default()
+    }
+}
+
 /// xmalloc-test: producers allocate batches of 64 B blocks, consumers free them.
 pub fn xmalloc(p: Params) -> Extra {
     let pairs = (p.threads / 2).max(1);

@@ -5,7 +5,7 @@
 //! throughput per thread count to stdout and `target/poolalloc-report/scaling.md`.
 //!
 //! Throughput: the workload's operations per second where its work grows with the threads
-//! (`Extra::work`: larson, xmalloc-test, threads), requests per second for a service, and runs
+//! (`Extra::work`: larson, xmalloc-test, local-churn, threads), requests per second for a service, and runs
 //! per second where the work is fixed and only shared out (the rayon workloads). Each row also gives
 //! poolalloc over the best peer (above 1 is better; the issue's target is ≥ 0.90 at every count)
 //! and marks a count where poolalloc's throughput falls from the count before while the best
@@ -17,10 +17,12 @@ use crate::harness::run::interleaved;
 use crate::harness::stats::median;
 use crate::harness::table::{header, row};
 
-/// The workloads that take a thread count (`Params::threads`) and move blocks between threads.
+/// The workloads that take a thread count (`Params::threads`): those that move blocks between
+/// threads, and local-churn, whose threads share nothing (issue 46).
 pub const THREADED: &[&str] = &[
     "larson",
     "xmalloc-test",
+    "local-churn",
     "threads",
     "rayon-drop",
     "rayon-reduce",
