@@ -57,7 +57,7 @@ mod imp {
         let ok = if size >= 16 {
             // Its link word, the next pop's read, and its tag, the hand-out's, stay in the chunk's
             // slot area (never the header, which other threads write).
-            off <= chunk::SLOT_AREA - 16 && off % 8 == 0
+            off <= chunk::CHUNK_SIZE - chunk::HEADER_SIZE - 16 && off % 8 == 0
         } else {
             let c = chunk::of(from);
             // SAFETY: `from` is a free slot of one of our chunks, so its header is readable; the

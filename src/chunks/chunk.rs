@@ -1,14 +1,13 @@
 //! A chunk: [`CHUNK_SIZE`] bytes aligned to their size, holding equal slots of one size class,
-//! owned by one thread's heap at a time, with its [`HEADER_SIZE`] (192) byte header in its last
-//! 2 KiB, at one of [`COLOURS`] positions chosen by the chunk's address.
+//! owned by one thread's heap at a time, with its header in the last [`HEADER_SIZE`] (192) bytes.
 //!
 //! ```text
-//!  chunk base (aligned to 256 KiB)                            base + SLOT_AREA    base + CHUNK_SIZE
-//!  | slot 0 | slot 1 | … | slot k-1 | never carved … | (tail) | … | header | … |
-//!                                   ^ bump          ^ end         ^ base + CHUNK_SIZE - 192 - colour × 128
+//!  chunk base (aligned to 256 KiB)                                      base + CHUNK_SIZE
+//!  | slot 0 | slot 1 | … | slot k-1 | never carved …  | (unused tail) | header |
+//!                                   ^ bump           ^ end
 //! ```
 //!
-//! A slot's chunk is found from its address by masking and shifting ([`of`]), never by searching.
+//! A slot's chunk is found from its address by masking ([`of`]), never by searching.
 //!
 //! The invariants are written once, on the fields of [`Chunk`] they govern, and checked by
 //! [`debug_check`] in debug builds (compiled out of release builds) and by `check` in the tests.
@@ -45,21 +44,8 @@ use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 pub const CHUNK_SHIFT: usize = 18;
 /// Size and alignment of every chunk: 256 KiB (see the module docs).
 pub const CHUNK_SIZE: usize = 1 << CHUNK_SHIFT;
-/// Bytes of every chunk's header.
+/// Bytes at the end of every chunk for its header.
 pub const HEADER_SIZE: usize = 192;
-/// Headers come in this many positions (colours), [`COLOUR_STRIDE`] bytes apart, chosen by the
-/// chunk's address (bits [`CHUNK_SHIFT`] up): the headers of neighbouring chunks fall in
-/// different cache sets. With every header at the same offset, the ~36 chunks a thread uses all
-/// put their header lines into the same one or two L1 (and L2) sets, a few ways for dozens of
-/// lines, and one free's header stores 4K-alias the next one's loads (issue 46;
-/// benches/results/local-churn-2026-12-04.md). 16 colours of two lines each spread the lines
-/// every free touches over 32 L1 sets.
-pub const COLOURS: usize = 16;
-/// Bytes between two colours' headers: two cache lines, so that the two lines of the header
-/// every free of the owner touches (`owner`'s and `free`'s) fall in sets of their own per colour.
-pub const COLOUR_STRIDE: usize = 128;
-/// Bytes at the start of every chunk that hold slots: below the lowest header position.
-pub const SLOT_AREA: usize = CHUNK_SIZE - HEADER_SIZE - (COLOURS - 1) * COLOUR_STRIDE;
 /// Bytes of never-used slots carved onto the free list at a time (at least one slot): a fixed
 /// count, not the OS page (which may be 64 KiB), the `enlarge()` step of Om's `object_pool`.
 const EXTEND_BYTES: usize = 4096;
@@ -120,7 +106,7 @@ pub struct Chunk {
     /// Size class of every slot; changes only while the source holds the chunk (re-initialised for
     /// another class when empty).
     pub class: u32,
-    /// Number of slots: `SLOT_AREA / slot_size`.
+    /// Number of slots: `(CHUNK_SIZE - HEADER_SIZE) / slot_size`.
     pub capacity: u32,
     /// [`LIVE`] while the chunk holds slots of its class; zero once released.
     pub magic: usize,
@@ -212,22 +198,12 @@ pub const LIVE: usize = 0x706f_6f6c_616c_6c63_u64 as usize;
 const _: () = assert!(core::mem::size_of::<Chunk>() == HEADER_SIZE);
 const _: () = assert!(core::mem::offset_of!(Chunk, free) == 64);
 const _: () = assert!(core::mem::offset_of!(Chunk, remote) == 128);
-const _: () = assert!(SLOT_AREA % 64 == 0 && COLOUR_STRIDE % 64 == 0);
-const _: () = assert!(COLOURS.is_power_of_two() && COLOUR_STRIDE.is_power_of_two());
-const _: () = assert!(size_class::MAX_SMALL * 3 <= SLOT_AREA);
+const _: () = assert!((CHUNK_SIZE - HEADER_SIZE) % 64 == 0);
+const _: () = assert!(size_class::MAX_SMALL * 3 <= CHUNK_SIZE - HEADER_SIZE);
 
 /// Slots of class `c` in one chunk.
 pub const fn capacity_of(c: usize) -> usize {
-    SLOT_AREA / size_class::CLASS_SIZE[c]
-}
-
-/// Bytes from the highest header position down to the header of the chunk holding address `a`:
-/// its colour times [`COLOUR_STRIDE`], taken from the address bits just above the chunk offset
-/// (a shift and a mask).
-#[inline(always)]
-const fn colour_offset(a: usize) -> usize {
-    const SHIFT: u32 = CHUNK_SHIFT as u32 - COLOUR_STRIDE.trailing_zeros();
-    (a >> SHIFT) & ((COLOURS - 1) * COLOUR_STRIDE)
+    (CHUNK_SIZE - HEADER_SIZE) / size_class::CLASS_SIZE[c]
 }
 
 /// The header of the chunk that holds address `p`.
@@ -238,7 +214,7 @@ pub fn of<T>(p: *mut T) -> *mut Chunk {
     // instructions on the free path). `p`'s provenance, which covers the whole chunk (one
     // mapping of ours), is exposed here and taken up again by the header pointer.
     let a = p.expose_provenance();
-    ptr::with_exposed_provenance_mut::<u8>((a & !(CHUNK_SIZE - 1)) - colour_offset(a))
+    ptr::with_exposed_provenance_mut::<u8>(a & !(CHUNK_SIZE - 1))
         .wrapping_add(CHUNK_SIZE - HEADER_SIZE)
         .cast()
 }
@@ -316,14 +292,13 @@ pub unsafe fn free_one(c: *mut Chunk) -> bool {
     #[cfg(all(target_arch = "x86_64", poolalloc_asm_goto, not(miri)))]
     // SAFETY: c is a live header the caller owns, so `room` is a live, aligned `u32` that only
     // this thread writes: an unlocked `dec` is its relaxed load and store (others only load it,
-    // and an aligned 4-byte store is single-copy atomic on x86-64). The address is the header
-    // less its constant part (the register `of` computed: the chunk's base less its colour's
-    // offset) plus that constant and the field's offset.
+    // and an aligned 4-byte store is single-copy atomic on x86-64). The address is the chunk's
+    // base (the mask the caller computed already) plus the header's offset and the field's.
     unsafe {
         core::arch::asm!(
             "dec dword ptr [{base} + {off}]",
             "jz {zero}",
-            base = in(reg) c.cast::<u8>().wrapping_sub(CHUNK_SIZE - HEADER_SIZE),
+            base = in(reg) base(c),
             off = const CHUNK_SIZE - HEADER_SIZE + core::mem::offset_of!(Chunk, room),
             zero = label { return true; },
             options(nostack),
@@ -379,8 +354,7 @@ pub unsafe fn init(base: *mut u8, class: usize) -> *mut Chunk {
     let cap = capacity_of(class);
     let c = of(base);
     // SAFETY: the header lies inside the chunk, which the caller gives us exclusively; its address
-    // is 64-aligned (CHUNK_SIZE - HEADER_SIZE and the colour offsets are multiples of 64,
-    // asserted above).
+    // is 64-aligned (CHUNK_SIZE - HEADER_SIZE is a multiple of 64, asserted above).
     unsafe {
         c.write(Chunk {
             owner: AtomicPtr::new(ptr::null_mut()),

@@ -133,7 +133,7 @@ pub unsafe fn get(m: *mut u8, i: usize) -> u16 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chunks::chunk::SLOT_AREA;
+    use crate::chunks::chunk::{CHUNK_SIZE, HEADER_SIZE};
 
     #[test]
     fn every_message_fits_its_slot_and_the_run_caps() {
@@ -152,6 +152,6 @@ mod tests {
             assert!(carries(c), "{size}-byte class");
         }
         // Indices fit 16 bits: the slot area is below 2^19 bytes.
-        assert!(SLOT_AREA >> 3 <= u16::MAX as usize);
+        assert!((CHUNK_SIZE - HEADER_SIZE) >> 3 <= u16::MAX as usize);
     }
 }
