@@ -228,9 +228,19 @@ unsafe fn refill(h: *mut ThreadHeap, c: usize) -> *mut Chunk {
                     continue;
                 }
                 (*ch).in_full = true;
-                let _l = (*h).lists.lock();
+                let l = (*h).lists.lock();
                 chunk::set_notify_at(ch, chunk::used(ch) - 1);
                 push(&raw mut (*b).full, ch);
+                // The commonest switch, under the same lock: the next chunk with free slots
+                // (unless a remote free hinted a full chunk of the class, looked at below).
+                let next = (*b).avail;
+                if !next.is_null() && !(*h).hint.contains(c) {
+                    unlink(&raw mut (*b).avail, next);
+                    make_current(h, c, next);
+                    fresh = true;
+                    continue;
+                }
+                drop(l);
                 // `direct` is left naming the full chunk until the loop makes another chunk
                 // current (`make_current` rewrites it) or gives up (below): nothing reads it
                 // meanwhile (only this thread's fast path does), and writing it twice cost up to
