@@ -7,7 +7,8 @@
 # Usage: OUT=/some/dir bash benches/device/run.sh
 # On the 16-core device machine (DEVELOPERS' guide: `device`): after `bash benches/device/build.sh`
 # here, the device tool's `run` with carry ["target/device"], command `bash benches/device/run.sh`
-# and timeout_s 450 (the default plan ends in about 4.5 minutes there; 2026-12-04: 273 s). Add
+# and timeout_s 450 (the default plan ended in 273 s there on 2026-12-04, before local-churn
+# joined it, which should add about a minute at scale 4: not yet timed there). Add
 # DEVBENCH_REPORT=<another stripped report binary under target/device> to time another build with
 # the same peers (results: benches/results/remote-messages-2026-12-04.md).
 # Writes to $OUT (default target/device/out): scaling.md (the report's tables, one per workload),
@@ -18,7 +19,8 @@
 #   DEVBENCH_QUICK=1        smoke test: counts 1,2, 1 round, --quick (scale 1)
 #   DEVBENCH_COUNTS         thread counts (default 1,2,4,8,16)
 #   DEVBENCH_PLAN           workload:rounds, in run order
-#                           (default "larson:5 xmalloc-test:5 rayon-drop:5 http-service:4 threads:5")
+#                           (default "local-churn:3 larson:5 xmalloc-test:5 rayon-drop:5 http-service:4
+#                           threads:5")
 #   DEVBENCH_BUDGET         seconds from start after which no report runs any more (default 390):
 #                           a workload still running then is stopped and its table is made from
 #                           the rounds done (its progress lines), the ones not started are skipped
@@ -42,7 +44,7 @@ if [ "$QUICK" = 1 ]; then
     QFLAG=--quick
 else
     COUNTS=${DEVBENCH_COUNTS:-1,2,4,8,16}
-    PLAN=${DEVBENCH_PLAN:-"local-churn:5 larson:5 xmalloc-test:5 rayon-drop:5 http-service:4 threads:5"}
+    PLAN=${DEVBENCH_PLAN:-"local-churn:3 larson:5 xmalloc-test:5 rayon-drop:5 http-service:4 threads:5"}
     QFLAG=
 fi
 BUDGET=${DEVBENCH_BUDGET:-390}
