@@ -184,12 +184,13 @@ static BATCH_LIMIT: [u32; NUM_CLASSES] = {
 };
 
 /// A free by a thread that does not own the slot's chunk (or has no heap yet, or has exited).
-/// The slot joins this heap's batch for its class ([`Batch`]), unless the chunk has no owner (its
-/// thread exited: nobody allocates from it, and the source reaps it once it empties) or this
-/// thread has exited (its heap is the static *exited* one): then it goes to the chunk at once. A
-/// thread with no heap yet takes one first. (A batch already open for a chunk whose owner has
-/// since exited still takes the chunk's slots: it goes out at the latest when this thread next
-/// allocates on a slow path, trims or exits, and the push is the same.)
+/// The slot joins this heap's batch for its class ([`Batch`]), unless this thread has exited (its
+/// heap is the static *exited* one): then it goes to the chunk at once. A thread with no heap yet
+/// takes one first. A chunk with no owner (its thread exited; the source reaps it once it
+/// empties) is batched like any other: the batch goes out at the latest when this thread next
+/// allocates on a slow path, trims or exits, and the push is the same. Until 2026-12-04 such a
+/// slot went at once, two atomics a block: the blocks short threads leave to a long-lived one
+/// took 0.91 of the time batched (issue 46, `benches/results/local-churn-2026-12-04.md`).
 #[cold]
 #[inline(never)]
 // Arguments in the order the fast path holds them, as `alloc_slow`'s (alloc.rs).
@@ -216,7 +217,7 @@ unsafe fn free_remote(p: *mut u8, size: usize) {
 }
 
 /// [`free_remote`] where the slot does not simply join an open batch: the batch goes (full, or
-/// of another chunk), or this thread has no heap yet or has exited, or the chunk has no owner.
+/// of another chunk), or this thread has no heap yet or has exited.
 #[cold]
 #[inline(never)]
 unsafe fn free_remote_slow(p: *mut u8, size: usize) {
@@ -237,7 +238,7 @@ unsafe fn free_remote_slow(p: *mut u8, size: usize) {
         // interface's `size` is 0.)
         unsafe { owner_add_bytes(&(*h).deallocated, size) };
     }
-    if h == exited() || owner.is_null() {
+    if h == exited() {
         // The block's link (and count) are written.
         contention::remote_free(1);
         // SAFETY: as above; `remote_requested` is this chunk's until the push.
