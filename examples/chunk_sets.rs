@@ -5,8 +5,9 @@
 //! offset in its chunk, more than a few chunks evict each other's header lines.
 //!
 //! `chunk_sets [SIZE [OPS [CHUNKS...]]]` (defaults: 64 B, 20 M, 1 4 8 16 36 64) prints
-//! nanoseconds per replacement for each chunk count; compare two builds (headers coloured and not)
-//! with `farm-bench` or in turn. Blocks are not touched beyond what the allocator does.
+//! nanoseconds per replacement for each chunk count; compare two builds (main, and headers coloured
+//! as in commit `b7c8e36`) with `farm-bench` or in turn. Blocks are not touched beyond what the
+//! allocator does. Figures: `benches/results/local-churn-2026-12-04.md`.
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::time::Instant;
@@ -38,7 +39,9 @@ fn main() {
         counts = vec![1, 4, 8, 16, 36, 64];
     }
     let l = Layout::from_size_align(size, 8).expect("a valid size");
-    let per_chunk = (256 * 1024 - 4096) / size.next_multiple_of(16);
+    // Slots a chunk holds, about (the class's size is the request's rounded up; the header and
+    // the tail left unused take a little of the chunk).
+    let per_chunk = poolalloc::CHUNK_SIZE / size.next_multiple_of(16);
     for chunks in counts {
         let live = (per_chunk * chunks * 9 / 10).max(1);
         // SAFETY: l has a non-zero size; every block is freed once, with l.

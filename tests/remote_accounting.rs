@@ -12,7 +12,8 @@
 //! for a message (8 bytes; 16 with `hardened`) still link their slots: one write and (on 32-bit
 //! targets) one walk a block, a few percent of this mix. With `hardened` the free mark
 //! (`on_free`) is written into every freed block as well: it is `hardened`'s own cost, not
-//! counted here. One test function: the counters are the process's.
+//! counted here. The same counts, after, for blocks whose thread exited (their chunks have no
+//! owner): batched too. One test function: the counters are the process's.
 #![cfg(feature = "testing")]
 
 use poolalloc::testing::contention;
@@ -102,4 +103,50 @@ fn a_block_freed_by_another_thread_costs_no_header_atomic() {
     );
     // Batched: a push carries many blocks (a message holds up to 64 slots, 16 KiB).
     assert!(per(c.remote_pushes) < 0.1, "{c:?}: pushes per block");
+
+    // Blocks left by threads that exited, freed here: their chunks have no owner. They are
+    // batched like any other (issue 46; each was pushed alone before, a header atomic and a push
+    // a block).
+    let left: Vec<Vec<Box<[u8]>>> = (0..8)
+        .map(|t| {
+            std::thread::spawn(move || {
+                (0..4000)
+                    .map(|i| {
+                        let n = 8 + (i * 7 + t) % 249;
+                        vec![n as u8; n].into_boxed_slice()
+                    })
+                    .collect()
+            })
+            .join()
+            .unwrap()
+        })
+        .collect();
+    let before = contention();
+    let mut n = 0;
+    for v in left {
+        for b in v {
+            assert!(
+                b.iter().all(|&x| x == b.len() as u8),
+                "a block was corrupted"
+            );
+            n += 1;
+        }
+    }
+    // This thread's batches go out (as at its next slow path), inside the count.
+    poolalloc::trim();
+    let c = contention().since(&before);
+    let per = |k: u64| k as f64 / n as f64;
+    println!(
+        "blocks of exited threads {n}: per block header atomics {:.3}, pushes {:.3}",
+        per(c.remote_header_rmws),
+        per(c.remote_pushes)
+    );
+    assert!(
+        c.remote_frees >= n as u64,
+        "{c:?}: fewer remote frees than blocks"
+    );
+    assert!(
+        per(c.remote_header_rmws) <= 0.1 && per(c.remote_pushes) <= 0.1,
+        "{c:?}: frees into chunks with no owner are not batched"
+    );
 }

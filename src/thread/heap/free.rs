@@ -222,23 +222,17 @@ unsafe fn free_remote(p: *mut u8, size: usize) {
 #[inline(never)]
 unsafe fn free_remote_slow(p: *mut u8, size: usize) {
     let ch = chunk::of(p);
-    // SAFETY: p is a handed-out slot (caller), so its chunk header is live; `owner` is an atomic.
-    // Read again (the fast path keeps no register for it): it may have changed since (an owner
-    // that exited abandoned the chunk, another thread adopted it), but never to this thread's
-    // heap, which only this thread makes an owner; either value is one the fast path could
-    // have read, had it run a moment later.
-    let owner = unsafe { (*ch).owner.load(Relaxed) };
     let h = this_heap();
     let h = if h == empty() { init_heap() } else { h };
     // SAFETY: p is a handed-out slot of ch that nobody uses any more (caller): until it is pushed
     // the chunk cannot change hands, so its class is this chunk's.
     let c = unsafe { (*ch).class as usize };
-    if h != exited() {
-        // SAFETY: h is this thread's heap: its counters are ours to write. (The size-less
-        // interface's `size` is 0.)
-        unsafe { owner_add_bytes(&(*h).deallocated, size) };
-    }
     if h == exited() {
+        // SAFETY: the header is live (p is handed out); `owner` is an atomic, read before the
+        // push (after it the chunk may be collected and released). It may have changed since the
+        // fast path read it (an owner that exited abandoned the chunk, another thread adopted
+        // it); a stale owner only gets a spurious hint.
+        let owner = unsafe { (*ch).owner.load(Relaxed) };
         // The block's link (and count) are written.
         contention::remote_free(1);
         // SAFETY: as above; `remote_requested` is this chunk's until the push.
@@ -250,14 +244,12 @@ unsafe fn free_remote_slow(p: *mut u8, size: usize) {
             chunk::push_one(ch, p.cast())
         };
         hint_if_full(was_full, owner, c);
-        if h == exited() {
-            ORPHAN[c].cached.fetch_add(1, Relaxed);
-        } else {
-            // SAFETY: h is this thread's heap: its counters are ours to write.
-            unsafe { owner_add(&(*bin(h, c)).cached, 1) };
-        }
+        ORPHAN[c].cached.fetch_add(1, Relaxed);
         return;
     }
+    // SAFETY: h is this thread's heap: its counters are ours to write. (The size-less
+    // interface's `size` is 0.)
+    unsafe { owner_add_bytes(&(*h).deallocated, size) };
     // SAFETY: h is this thread's heap (batches and counters are ours); p is ours to write until
     // its batch is pushed, and so is the batch's message.
     unsafe {
