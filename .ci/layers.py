@@ -158,8 +158,30 @@ for d in sorted([p for p in src.rglob("*") if p.is_dir()]):
         if n not in state:
             visit(n, [n])
 
+# The files and modules the table names exist: in a folder's row, every `x.rs` and `x/`, and every
+# module named first in parentheses ("(`size_class`: ..."), is a file or folder under src/FOLDER/
+# (at any depth: `heap/`'s files are named inside its parentheses) or, with a slash, a path from
+# src/ or the repository's root. A renamed or removed file fails here, not in a reader's search.
+for line in section.splitlines():
+    if not line.startswith("| `"):
+        continue
+    folder = re.findall(r"`([a-z_]+)/?`", line.split("|")[1])[0]
+    text = "|".join(line.split("|")[2:])
+    names = set(re.findall(r"`([a-z_0-9/]+(?:\.rs|/))`", text))
+    names |= set(re.findall(r"\(`([a-z_0-9]+)`", text))
+    base = src / folder if (src / folder).is_dir() else src
+    for n in sorted(names):
+        plain = n.rstrip("/")
+        if "/" in plain:
+            found = any((d / plain).exists() for d in (src, root, base))
+        else:
+            stem = plain[:-3] if plain.endswith(".rs") else plain
+            found = any(p.stem == stem or p.name == stem for p in base.rglob("*"))
+        if not found:
+            bad.append(f"DESIGN.md's row for `{folder}/` names `{n}`, which is not under src/{folder}/")
+
 if bad:
     print("layering (DESIGN.md, Modules and layering) broken:")
     print("\n".join("  " + b for b in bad))
     sys.exit(1)
-print(f"layering ok: {len(order)} folders, each using only itself and those above it; no import cycle in a folder")
+print(f"layering ok: {len(order)} folders, each using only itself and those above it; no import cycle in a folder; every file the table names exists")

@@ -258,7 +258,7 @@ pub unsafe fn realloc(p: *mut u8, new_size: usize, align: usize) -> *mut u8 {
             // SAFETY: as above.
             let usable = unsafe { large::span_usable(p) };
             if class_of(new_size, align).is_none() {
-                // Stays large: resize the span (moves pages, never copies).
+                // Stays large: resize the span (in place, by moving pages, or by a copy into another).
                 checks::on_free(p);
                 // SAFETY: a live span block; the span keeps the alignment its block had.
                 if let Some((q, now)) = unsafe { large::span_resize(p, new_size) } {

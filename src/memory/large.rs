@@ -2,8 +2,9 @@
 //! They come from one of two places ([`settings::LargeBlocks`]): the system allocator
 //! (`std::alloc::System`: malloc, posix_memalign, realloc, calloc), which `SystemKept` tells once
 //! to keep freed blocks for reuse (`os::keep_system_allocator_blocks`), or spans of our own
-//! (`span.rs`, the C library's large blocks too: a mapping per block, freed ones kept resident for
-//! reuse until the purge delay passes, resized by moving pages). The setting picks where a *new*
+//! (`span.rs`, the C library's large blocks too: a run cut from an arena up to `arena::MAX_RUN`,
+//! a mapping of its own above it; freed ones kept resident for reuse until the purge delay passes,
+//! resized in place or by moving pages). The setting picks where a *new*
 //! block comes from; a block is freed or resized where it came from, told by the address map (span
 //! granules are marked there; a system block's are not), so the setting may change at any time.
 //!

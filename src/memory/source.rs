@@ -274,9 +274,6 @@ impl Regions {
             .binary_search_by(|u| (u.base as usize).cmp(&key))
     }
 
-    /// Records the units of a fresh region `[m, m + len)`, all chunks free, `guard`ed below (its
-    /// first unit then owns the [`GUARD`] bytes below `m`); false when the table cannot grow (the
-    /// OS has no memory).
     /// The capacity the table needs for `k` more units, when it has less (twice what it has, at
     /// least 4096 records); None when they fit.
     fn room_for(&self, k: usize) -> Option<usize> {

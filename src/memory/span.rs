@@ -516,7 +516,7 @@ pub fn expire(now: u32, delay_ms: u32) {
     cache::expire(now, delay_ms);
 }
 
-/// Takes the cache lock for `fork` (see `heap`'s fork handlers).
+/// Takes the cache lock for `fork` (`thread/fork.rs` takes every lock in the lock order).
 pub(crate) fn lock_for_fork() {
     cache::lock_for_fork();
     arena::lock_for_fork();

@@ -418,7 +418,7 @@ pub fn waiting() -> (usize, usize) {
     (c.n, c.bytes)
 }
 
-/// Takes the cache lock for `fork` (see `heap`'s fork handlers).
+/// Takes the cache lock for `fork` (`thread/fork.rs` takes every lock in the lock order).
 pub(crate) fn lock_for_fork() {
     core::mem::forget(CACHE.lock());
 }
