@@ -1,5 +1,6 @@
-//! The benchmark and fragmentation report: `cargo bench --bench report` (`-- --quick` for a smoke
-//! run under two minutes; `-- --rounds=N` for another number of rounds; names, or parts of names,
+//! The benchmark and fragmentation report: `cargo bench --bench report` (`-- --quick` for 3 rounds
+//! with every workload at a scale where each cell takes 50 ms or more, about 7 minutes on 2
+//! cores; `-- --rounds=N` for another number of rounds; names, or parts of names,
 //! after `--` run only those workloads; `-- --soak[=MINUTES]` for the soak instead, `soak.rs`;
 //! `-- --threads=1,2,4,8,16` for the threaded workloads' throughput at each thread count instead,
 //! `scaling.rs`).
@@ -291,29 +292,37 @@ impl Sampler {
 
 type Workload = fn(Params) -> Extra;
 
-const WORKLOADS: &[(&str, Workload, bool)] = &[
-    ("larson", patterns::larson, false),
-    ("xmalloc-test", patterns::xmalloc, false),
-    ("local-churn", patterns::local_churn, false),
-    ("cache-scratch", patterns::cache_scratch, false),
-    ("glibc-simple", patterns::glibc_simple, false),
-    ("alloc-test", patterns::alloc_test, false),
-    ("mstress", patterns::mstress, false),
-    ("sh6bench", patterns::sh6bench, false),
-    ("rust-collections", patterns::rust_collections, false),
-    ("threads", patterns::threads, false),
-    ("syn-parse", crates::syn_parse, false),
-    ("json-roundtrip", crates::json_roundtrip, false),
-    ("rayon-drop", crates::rayon_drop, false),
-    ("markdown-html", markdown::markdown_html, false),
-    ("rayon-reduce", rayon_reduce::rayon_reduce, false),
-    ("groupby", groupby::groupby, false),
-    ("http-service", service::http_service, false),
-    ("frag-fill-free90", frag::frag_fill_free90, true),
-    ("frag-long-short", frag::frag_long_short, true),
-    ("frag-drift", frag::frag_drift, true),
-    ("frag-free-all", frag::frag_free_all, true),
-    ("large-buffers", large_buffers::large_buffers, true),
+/// A workload: its name, its function, whether it is a fragmentation workload (RSS sampled, the
+/// fragmentation table), and its scale in quick mode (the full mode runs every workload at scale 4).
+type Entry = (&'static str, Workload, bool, usize);
+
+/// The quick scales make every cell 50 ms or more: chosen from one run of each workload at scale 1
+/// under each allocator (2026-12-04, the 2-core Intel Xeon VM, load 4 from other builds), the
+/// fastest allocator's time in the comment, times the scale about 0.1 s or more (alloc-test stays at
+/// 1: its scale 1 has a smaller table of its own).
+const WORKLOADS: &[Entry] = &[
+    ("larson", patterns::larson, false, 4), // 29 ms (snmalloc)
+    ("xmalloc-test", patterns::xmalloc, false, 4), // 25 ms (snmalloc)
+    ("local-churn", patterns::local_churn, false, 1), // 149 ms
+    ("cache-scratch", patterns::cache_scratch, false, 16), // 7 ms
+    ("glibc-simple", patterns::glibc_simple, false, 50), // 2 ms (poolalloc)
+    ("alloc-test", patterns::alloc_test, false, 1), // 87 ms
+    ("mstress", patterns::mstress, false, 3), // 34 ms
+    ("sh6bench", patterns::sh6bench, false, 6), // 16 ms
+    ("rust-collections", patterns::rust_collections, false, 2), // 73 ms
+    ("threads", patterns::threads, false, 2), // 53 ms
+    ("syn-parse", crates::syn_parse, false, 1), // 249 ms
+    ("json-roundtrip", crates::json_roundtrip, false, 1), // 92 ms
+    ("rayon-drop", crates::rayon_drop, false, 2), // 53 ms
+    ("markdown-html", markdown::markdown_html, false, 3), // 35 ms
+    ("rayon-reduce", rayon_reduce::rayon_reduce, false, 2), // 61 ms
+    ("groupby", groupby::groupby, false, 1), // 447 ms
+    ("http-service", service::http_service, false, 1), // 375 ms
+    ("frag-fill-free90", frag::frag_fill_free90, true, 1), // 113 ms
+    ("frag-long-short", frag::frag_long_short, true, 3), // 37 ms
+    ("frag-drift", frag::frag_drift, true, 1), // 208 ms
+    ("frag-free-all", frag::frag_free_all, true, 1), // 425 ms
+    ("large-buffers", large_buffers::large_buffers, true, 1), // 148 ms
 ];
 
 /// Workloads that are not fragmentation workloads but whose RSS over time is charted too: a
@@ -325,7 +334,7 @@ const WORKLOADS: &[(&str, Workload, bool)] = &[
 const RSS_OVER_TIME: &[&str] = &["http-service"];
 
 /// Whether the child samples RSS every 10 ms and the parent charts it.
-fn sampled(w: &(&str, Workload, bool)) -> bool {
+fn sampled(w: &Entry) -> bool {
     w.2 || RSS_OVER_TIME.contains(&w.0)
 }
 
@@ -358,9 +367,9 @@ fn child(workload: &str) {
     let t = Instant::now();
     let e = f(params_from_env());
     // Fragmentation workloads include one second of waiting after free: not part of their time.
-    let secs = t.elapsed().as_secs_f64()
-        - if e.rss_freed_1s.is_some() { 1.0 } else { 0.0 }
-        - e.setup.as_secs_f64();
+    let waits = if e.rss_freed_1s.is_some() { 1.0 } else { 0.0 } + e.setup.as_secs_f64();
+    plant_slowdown(t.elapsed().as_secs_f64() - waits);
+    let secs = t.elapsed().as_secs_f64() - waits;
     let faults = minor_faults();
     let huge = huge.finish();
     // The kernel's count for every allocator; poolalloc's own share (`huge_share=`) for it only.
@@ -390,6 +399,20 @@ fn child(workload: &str) {
     );
 }
 
+/// A planted slowdown, for the test of the report's flags (`--plant=WORKLOAD:PERCENT`, which the
+/// parent passes as `POOLALLOC_BENCH_SPIN=PERCENT` to poolalloc's children of that workload only):
+/// a busy loop for `PERCENT`% of the work's time, counted in the time.
+fn plant_slowdown(work_secs: f64) {
+    let percent: f64 = match std::env::var("POOLALLOC_BENCH_SPIN") {
+        Ok(p) => p.parse().expect("POOLALLOC_BENCH_SPIN: a percentage"),
+        Err(_) => return,
+    };
+    let until = Instant::now() + Duration::from_secs_f64(work_secs.max(0.0) * percent / 100.0);
+    while Instant::now() < until {
+        std::hint::spin_loop();
+    }
+}
+
 /// Runs `workload` in a child (`bin`, this benchmark or its hardened build) served by `alloc`,
 /// with the JSON input at `json`, `threads` and `scale`, and returns what it measured; panics
 /// with the child's output, naming it `label`, when it failed.
@@ -402,12 +425,12 @@ fn run_child(
     scale: usize,
     label: &str,
 ) -> Run {
-    try_run_child(bin, workload, json, alloc, threads, scale)
+    try_run_child(bin, workload, json, alloc, threads, scale, None)
         .unwrap_or_else(|e| panic!("{workload} at {threads} threads with {label} failed: {e}"))
 }
 
 /// [`run_child`], with the failure as the error: the child's exit status on the first line, then
-/// its output.
+/// its output; `spin` plants a slowdown of that many percent in the child ([`plant_slowdown`]).
 fn try_run_child(
     bin: &std::path::Path,
     workload: &str,
@@ -415,15 +438,19 @@ fn try_run_child(
     alloc: &str,
     threads: usize,
     scale: usize,
+    spin: Option<u32>,
 ) -> Result<Run, String> {
-    let out = Command::new(bin)
+    let mut command = Command::new(bin);
+    command
         .env("POOLALLOC_BENCH_WORKLOAD", workload)
         .env("POOLALLOC_BENCH_JSON", json)
         .env("POOLALLOC_BENCH_ALLOC", alloc)
         .env("POOLALLOC_BENCH_THREADS", threads.to_string())
-        .env("POOLALLOC_BENCH_SCALE", scale.to_string())
-        .output()
-        .expect("cannot run the workload child");
+        .env("POOLALLOC_BENCH_SCALE", scale.to_string());
+    if let Some(percent) = spin {
+        command.env("POOLALLOC_BENCH_SPIN", percent.to_string());
+    }
+    let out = command.output().expect("cannot run the workload child");
     let stdout = String::from_utf8_lossy(&out.stdout);
     stdout.lines().find_map(parse).ok_or_else(|| {
         format!(
@@ -509,7 +536,9 @@ pub fn main() {
         return;
     }
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let (rounds, scale) = if quick { (1, 1) } else { (5, 4) };
+    // Quick mode: 3 rounds (the fewest on which a ratio can be flagged, `noise.rs`), each workload
+    // at its own scale (WORKLOADS). Full mode: 5 rounds, every workload at scale 4.
+    let (rounds, scale) = if quick { (3, 1) } else { (5, 4) };
     // `--rounds=N`: more or fewer interleaved rounds than the mode's default.
     let rounds = args
         .iter()
@@ -520,20 +549,43 @@ pub fn main() {
         return;
     }
     let exe = std::env::current_exe().unwrap();
+    // `--baseline=self`: the baseline column is this very build, so that every verdict against it
+    // must be level (`benches/noise-check.sh`).
+    let self_baseline = args.iter().any(|a| a == "--baseline=self");
+    // `--plant=WORKLOAD:PERCENT`: poolalloc's children of that workload spin for PERCENT% more of
+    // their time, a slowdown its verdicts must flag (`benches/noise-check.sh`).
+    let plant: Option<(String, u32)> = args.iter().find_map(|a| {
+        let (w, p) = a.strip_prefix("--plant=")?.split_once(':')?;
+        Some((w.to_string(), p.parse().expect("--plant=WORKLOAD:PERCENT")))
+    });
     let hardened_exe = build_hardened();
-    let baseline_exe = baseline::build();
+    let baseline_exe = if self_baseline {
+        Ok(exe.clone())
+    } else {
+        baseline::build()
+    };
     if let Err(why) = &baseline_exe {
         eprintln!("no baseline column: {why}");
     }
     let json = write_json_input();
-    let workloads: Vec<&(&str, Workload, bool)> = WORKLOADS
+    let workloads: Vec<&Entry> = WORKLOADS
         .iter()
         .filter(|w| only.is_empty() || only.iter().any(|o| w.0.contains(o.as_str())))
         .collect();
     // runs[workload][allocator] = every round's result
     let mut runs: Vec<Vec<Vec<Run>>> = vec![vec![Vec::new(); RUNNERS]; workloads.len()];
+    // The scale of each workload in this mode.
+    let scales: Vec<usize> = workloads
+        .iter()
+        .map(|w| if quick { w.3 } else { scale })
+        .collect();
     interleaved(rounds, workloads.len(), RUNNERS, |_round, wi, ai| {
         let w = workloads[wi];
+        let scale = scales[wi];
+        let spin = plant
+            .as_ref()
+            .filter(|p| ai == 0 && p.0 == w.0)
+            .map(|p| p.1);
         let (bin, alloc) = match ai {
             HARDENED => (&hardened_exe, "poolalloc"),
             BASELINE => match &baseline_exe {
@@ -544,7 +596,7 @@ pub fn main() {
         };
         let run = if ai == BASELINE {
             // A workload newer than the baseline fails there: no cell, said in the report.
-            match try_run_child(bin, w.0, &json, alloc, threads, scale) {
+            match try_run_child(bin, w.0, &json, alloc, threads, scale, None) {
                 Ok(run) => run,
                 Err(e) => {
                     let first = e.lines().next().unwrap_or_default().to_string();
@@ -552,7 +604,13 @@ pub fn main() {
                 }
             }
         } else {
-            run_child(bin, w.0, &json, alloc, threads, scale, runner_name(ai))
+            try_run_child(bin, w.0, &json, alloc, threads, scale, spin).unwrap_or_else(|e| {
+                panic!(
+                    "{} at {threads} threads with {} failed: {e}",
+                    w.0,
+                    runner_name(ai)
+                )
+            })
         };
         let line = format!(
             "{:<17} {:<11} {:>8.3} s  peak RSS {:>7} MiB  {:>8} faults",
@@ -565,15 +623,34 @@ pub fn main() {
         runs[wi][ai].push(run);
         line
     });
-    let baseline = baseline_exe
-        .as_ref()
-        .map(|_| baseline::name())
-        .map_err(Clone::clone);
-    let report = output::table(&workloads, &runs, threads, rounds, quick, baseline);
+    let baseline = match &baseline_exe {
+        Ok(_) if self_baseline => Ok("baseline (this build itself, `--baseline=self`)".to_string()),
+        Ok(_) => Ok(baseline::name()),
+        Err(why) => Err(why.clone()),
+    };
+    let setup = output::Setup {
+        threads,
+        rounds,
+        quick,
+        scales: &scales,
+        baseline,
+        plant: plant.as_ref().map(|p| (p.0.as_str(), p.1)),
+    };
+    let report = output::table(&workloads, &runs, &setup);
     println!("{report}");
-    let dir = report_dir();
+    // A check's run (`--baseline=self`, `--plant`) writes beside the report, not over it.
+    let dir = if self_baseline || plant.is_some() {
+        report_dir().join("noise-check")
+    } else {
+        report_dir()
+    };
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("report.md"), &report).unwrap();
+    std::fs::write(
+        dir.join("report.json"),
+        output::json(&workloads, &runs, &setup),
+    )
+    .unwrap();
     output::charts(&dir, &workloads, &runs);
     eprintln!("wrote {}", dir.display());
 }
