@@ -6,16 +6,18 @@
 //! `scaling.rs`).
 //!
 //! Every workload runs as its own child process per allocator (RSS is process-wide), interleaved
-//! round by round with the allocator order rotated, several rounds; the table gives medians and the
-//! ratio of poolalloc to the best peer (the best of jemalloc, mimalloc, rusty_alloc and
-//! snmalloc). The child is this same binary, re-executed with `POOLALLOC_BENCH_ALLOC` naming the
+//! round by round with the allocator order rotated, several rounds; the table gives medians with
+//! their spread over the rounds and the ratio of poolalloc to the best peer (the best of jemalloc,
+//! mimalloc, rusty_alloc and snmalloc), taken round by round, with its range and its verdict
+//! (slower, faster or level within noise: the harness's `noise.rs`). The child is this same binary, re-executed with `POOLALLOC_BENCH_ALLOC` naming the
 //! allocator: its global allocator (`Switch` below) reads that variable at its first call and
 //! forwards every call to PoolAlloc, System or a peer, so the workload uses the allocator exactly
 //! as a program would (Box, Vec, String, HashMap). The last runner is the same benchmark built
 //! with `--features hardened` (built by the parent before the first run, in
 //! `target/hardened-build`), for the cost of hardening.
 //!
-//! Output: a Markdown table on stdout and in `target/poolalloc-report/report.md`, a bar chart of the
+//! Output: a Markdown table on stdout and in `target/poolalloc-report/report.md`, every round's
+//! figures in `report.json` beside it, a bar chart of the
 //! ratios (`ratios.svg`, `ratios.png`) and, for the fragmentation workloads and http-service, RSS
 //! over time per allocator (`rss-<workload>.svg`/`.png`); for http-service also requests per
 //! second and p99 latency. Beside time and peak RSS each child reports its minor faults and the
@@ -25,8 +27,8 @@
 //! The workloads live in files of their own (`patterns.rs`, `crates.rs`, `frag.rs`,
 //! `large_buffers.rs`, `markdown.rs`, `rayon_reduce.rs`, `groupby.rs`, `service.rs`), the tables
 //! and charts in `output.rs`;
-//! medians, tables, chart frames, the random number generator and the interleaving of rounds come
-//! from the harness both benchmarks share (`benches/harness/`).
+//! medians, spreads and verdicts, tables, chart frames, the random number generator and the
+//! interleaving of rounds come from the harness both benchmarks share (`benches/harness/`).
 
 use crate::harness::cargo::{bench_executable, cargo, report_dir, target_args, target_dir};
 use crate::harness::rng::Rng;
@@ -296,33 +298,33 @@ type Workload = fn(Params) -> Extra;
 /// fragmentation table), and its scale in quick mode (the full mode runs every workload at scale 4).
 type Entry = (&'static str, Workload, bool, usize);
 
-/// The quick scales make every cell 50 ms or more: chosen from one run of each workload at scale 1
-/// under each allocator (2026-12-04, the 2-core Intel Xeon VM, load 4 from other builds), the
-/// fastest allocator's time in the comment, times the scale about 0.1 s or more (alloc-test stays at
-/// 1: its scale 1 has a smaller table of its own).
+/// The quick scales make every cell 50 ms or more on the 2-core Intel Xeon VM. The comment on each
+/// gives the fastest allocator's median in a quick report at the scale named (2026-12-04, 3
+/// rounds, `quiet`: load 0.47 before, 0.68 after); each scale brings that to about 0.08 s or more.
+/// alloc-test's scale 1 has a smaller table of its own, so it runs at 2, the full mode's shape.
 const WORKLOADS: &[Entry] = &[
-    ("larson", patterns::larson, false, 4), // 29 ms (snmalloc)
-    ("xmalloc-test", patterns::xmalloc, false, 4), // 25 ms (snmalloc)
-    ("local-churn", patterns::local_churn, false, 1), // 149 ms
-    ("cache-scratch", patterns::cache_scratch, false, 16), // 7 ms
-    ("glibc-simple", patterns::glibc_simple, false, 50), // 2 ms (poolalloc)
-    ("alloc-test", patterns::alloc_test, false, 1), // 87 ms
-    ("mstress", patterns::mstress, false, 3), // 34 ms
-    ("sh6bench", patterns::sh6bench, false, 6), // 16 ms
-    ("rust-collections", patterns::rust_collections, false, 2), // 73 ms
-    ("threads", patterns::threads, false, 2), // 53 ms
-    ("syn-parse", crates::syn_parse, false, 1), // 249 ms
-    ("json-roundtrip", crates::json_roundtrip, false, 1), // 92 ms
-    ("rayon-drop", crates::rayon_drop, false, 2), // 53 ms
-    ("markdown-html", markdown::markdown_html, false, 3), // 35 ms
-    ("rayon-reduce", rayon_reduce::rayon_reduce, false, 2), // 61 ms
-    ("groupby", groupby::groupby, false, 1), // 447 ms
-    ("http-service", service::http_service, false, 1), // 375 ms
-    ("frag-fill-free90", frag::frag_fill_free90, true, 1), // 113 ms
-    ("frag-long-short", frag::frag_long_short, true, 3), // 37 ms
-    ("frag-drift", frag::frag_drift, true, 1), // 208 ms
-    ("frag-free-all", frag::frag_free_all, true, 1), // 425 ms
-    ("large-buffers", large_buffers::large_buffers, true, 1), // 148 ms
+    ("larson", patterns::larson, false, 12),       // 31 ms at 4
+    ("xmalloc-test", patterns::xmalloc, false, 4), // 97 ms at 4
+    ("local-churn", patterns::local_churn, false, 2), // 53 ms at 1
+    ("cache-scratch", patterns::cache_scratch, false, 32), // 53 ms at 16
+    ("glibc-simple", patterns::glibc_simple, false, 80), // 60 ms at 50
+    ("alloc-test", patterns::alloc_test, false, 2), // 35 ms at 1
+    ("mstress", patterns::mstress, false, 3),      // 92 ms at 3
+    ("sh6bench", patterns::sh6bench, false, 16),   // 38 ms at 6
+    ("rust-collections", patterns::rust_collections, false, 4), // 57 ms at 2
+    ("threads", patterns::threads, false, 4),      // 61 ms at 2
+    ("syn-parse", crates::syn_parse, false, 1),    // 202 ms at 1
+    ("json-roundtrip", crates::json_roundtrip, false, 1), // 79 ms at 1
+    ("rayon-drop", crates::rayon_drop, false, 4),  // 54 ms at 2
+    ("markdown-html", markdown::markdown_html, false, 3), // 104 ms at 3
+    ("rayon-reduce", rayon_reduce::rayon_reduce, false, 4), // 58 ms at 2
+    ("groupby", groupby::groupby, false, 1),       // 166 ms at 1
+    ("http-service", service::http_service, false, 1), // 206 ms at 1
+    ("frag-fill-free90", frag::frag_fill_free90, true, 2), // 70 ms at 1
+    ("frag-long-short", frag::frag_long_short, true, 6), // 44 ms at 3
+    ("frag-drift", frag::frag_drift, true, 1),     // 159 ms at 1
+    ("frag-free-all", frag::frag_free_all, true, 1), // 367 ms at 1
+    ("large-buffers", large_buffers::large_buffers, true, 1), // 126 ms at 1
 ];
 
 /// Workloads that are not fragmentation workloads but whose RSS over time is charted too: a
