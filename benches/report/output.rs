@@ -417,7 +417,8 @@ pub fn json(workloads: &[&Entry], runs: &[Vec<Vec<Run>>], setup: &Setup) -> Stri
             "median": r.spread.median,
             "min": r.spread.min,
             "max": r.spread.max,
-            "verdict": r.verdict.word(),
+            // No verdict where there is no pair (a workload newer than the baseline).
+            "verdict": (!r.rounds.is_empty()).then(|| r.verdict.word()),
         })
     };
     let rows: Vec<Value> = workloads
