@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Two runs of the report compared: `python3 benches/noise-compare.py A/report.json B/report.json`.
+"""Two runs of the report compared: `python3 benches/noise-compare.py A/report.json B/report.json
+[MARGIN]`.
 
 Each runner's per-round times of each workload in B against the same in A. The rounds of two runs
 were not made side by side, so they are not paired: a cell is flagged slower only when every round
 of B is above every round of A by more than the report's margin (B's lowest over A's highest above
 1 + margin), faster by the same rule the other way, and level otherwise; with fewer rounds than
 the report's minimum, level. The margin and the minimum are the ones the reports were made with
-(`benches/harness/src/noise.rs`). Exit status 1 when anything is flagged: two runs of one build on
+(`benches/harness/src/noise.rs`), unless MARGIN is given. Exit status 1 when anything is flagged: two runs of one build on
 a quiet machine must flag nothing against each other.
 """
 import json
@@ -27,6 +28,8 @@ def cells(path):
 a_report, a = cells(sys.argv[1])
 _, b = cells(sys.argv[2])
 margin, least = a_report["margin"], a_report["min_rounds"]
+if len(sys.argv) > 3:
+    margin = float(sys.argv[3])
 flagged = []
 for key in sorted(a.keys() & b.keys()):
     x, y = a[key], b[key]

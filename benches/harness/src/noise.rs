@@ -11,11 +11,15 @@
 //! - a ratio's [`Verdict`], by one rule ([`verdict`]): **slower** when every round's ratio is above
 //!   `1 + MARGIN`, **faster** when every round's ratio is below `1 / (1 + MARGIN)`, **level** (within
 //!   noise) otherwise, and always level with fewer than [`MIN_ROUNDS`] rounds. Three rounds on the
-//!   same side by chance alone happen one time in four without a margin; the margin makes a flag
-//!   from noise rare where a round's ratio moves by a few percent, and a 20% difference still shows.
+//!   same side by chance alone happen one time in four without a margin. The margin is wider than
+//!   the rounds' own spread because a run has noise of its own that its rounds share: two quiet
+//!   quick runs of one build (2026-12-04) put rayon-reduce against the baseline at 1.12–1.13 in
+//!   every round of one and 0.95–1.03 in the other. With a 5% margin those two runs flagged 5 and 3
+//!   workloads against the baseline, only xmalloc-test in both; with 10%, 2 and 1 (xmalloc-test
+//!   both times). A 20% difference still shows.
 
-/// The least a ratio must differ from 1 in every round to be flagged (5%).
-pub const MARGIN: f64 = 0.05;
+/// The least a ratio must differ from 1 in every round to be flagged (10%).
+pub const MARGIN: f64 = 0.10;
 
 /// The fewest rounds on which a ratio is flagged at all; with fewer, every ratio is level.
 pub const MIN_ROUNDS: usize = 3;
@@ -170,13 +174,18 @@ mod tests {
 
     #[test]
     fn flagged_only_when_every_round_agrees_beyond_the_margin() {
-        // A planted 20% slowdown with a few percent of noise: every round above 1.05.
+        // A planted 20% slowdown with a few percent of noise: every round above 1.10.
         assert_eq!(verdict(&[1.22, 1.17, 1.19]), Verdict::Slower);
-        assert_eq!(verdict(&[0.80, 0.85, 0.90, 0.94]), Verdict::Faster);
+        assert_eq!(verdict(&[0.80, 0.85, 0.88, 0.90]), Verdict::Faster);
         // One round on the other side, or within the margin: level.
         assert_eq!(verdict(&[1.30, 1.25, 0.99]), Verdict::Level);
-        assert_eq!(verdict(&[1.20, 1.04, 1.30]), Verdict::Level);
-        assert_eq!(verdict(&[0.90, 0.96, 0.90]), Verdict::Level);
+        assert_eq!(verdict(&[1.20, 1.08, 1.30]), Verdict::Level);
+        assert_eq!(verdict(&[0.80, 0.92, 0.80]), Verdict::Level);
+        // rayon-reduce against the baseline in quiet quick runs of 2026-12-04: one run's rounds
+        // all beyond the margin (the next run of the same binaries: 0.95-1.03), and the same
+        // shape just inside it.
+        assert_eq!(verdict(&[1.12, 1.13, 1.12]), Verdict::Slower);
+        assert_eq!(verdict(&[1.08, 1.09, 1.08]), Verdict::Level);
         // frag-free-all's 2.24 of 2026-12-04, one round: never flagged on fewer than 3 rounds.
         assert_eq!(verdict(&[2.24]), Verdict::Level);
         assert_eq!(verdict(&[2.24, 2.0]), Verdict::Level);
@@ -187,9 +196,9 @@ mod tests {
 
     #[test]
     fn the_margin_is_symmetric_in_log() {
-        // 1.06 is flagged slower; its inverse, 0.943, faster.
-        assert_eq!(verdict(&[1.06; 3]), Verdict::Slower);
-        assert_eq!(verdict(&[1.0 / 1.06; 3]), Verdict::Faster);
-        assert_eq!(verdict(&[1.0 / 1.04; 3]), Verdict::Level);
+        // 1.11 is flagged slower; its inverse, 0.901, faster.
+        assert_eq!(verdict(&[1.11; 3]), Verdict::Slower);
+        assert_eq!(verdict(&[1.0 / 1.11; 3]), Verdict::Faster);
+        assert_eq!(verdict(&[1.0 / 1.09; 3]), Verdict::Level);
     }
 }
