@@ -1,6 +1,6 @@
 //! The benchmark and fragmentation report: `cargo bench --bench report` (`-- --quick` for 3 rounds
-//! with every workload at a scale where each cell takes 50 ms or more, about 7 minutes on 2
-//! cores; `-- --rounds=N` for another number of rounds; names, or parts of names,
+//! with every workload at a scale where each cell takes 50 ms or more, about 4 minutes on 2
+//! cores once the hardened variant and the baseline are built; `-- --rounds=N` for another number of rounds; names, or parts of names,
 //! after `--` run only those workloads; `-- --soak[=MINUTES]` for the soak instead, `soak.rs`;
 //! `-- --threads=1,2,4,8,16` for the threaded workloads' throughput at each thread count instead,
 //! `scaling.rs`).
