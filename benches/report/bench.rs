@@ -1,20 +1,23 @@
-//! The benchmark and fragmentation report: `cargo bench --bench report` (`-- --quick` for a smoke
-//! run under two minutes; `-- --rounds=N` for another number of rounds; names, or parts of names,
+//! The benchmark and fragmentation report: `cargo bench --bench report` (`-- --quick` for 3 rounds
+//! with every workload at a scale where each cell takes 50 ms or more, about 4 minutes on 2
+//! cores once the hardened variant and the baseline are built; `-- --rounds=N` for another number of rounds; names, or parts of names,
 //! after `--` run only those workloads; `-- --soak[=MINUTES]` for the soak instead, `soak.rs`;
 //! `-- --threads=1,2,4,8,16` for the threaded workloads' throughput at each thread count instead,
 //! `scaling.rs`).
 //!
 //! Every workload runs as its own child process per allocator (RSS is process-wide), interleaved
-//! round by round with the allocator order rotated, several rounds; the table gives medians and the
-//! ratio of poolalloc to the best peer (the best of jemalloc, mimalloc, rusty_alloc and
-//! snmalloc). The child is this same binary, re-executed with `POOLALLOC_BENCH_ALLOC` naming the
+//! round by round with the allocator order rotated, several rounds; the table gives medians with
+//! their spread over the rounds and the ratio of poolalloc to the best peer (the best of jemalloc,
+//! mimalloc, rusty_alloc and snmalloc), taken round by round, with its range and its verdict
+//! (slower, faster or level within noise: the harness's `noise.rs`). The child is this same binary, re-executed with `POOLALLOC_BENCH_ALLOC` naming the
 //! allocator: its global allocator (`Switch` below) reads that variable at its first call and
 //! forwards every call to PoolAlloc, System or a peer, so the workload uses the allocator exactly
 //! as a program would (Box, Vec, String, HashMap). The last runner is the same benchmark built
 //! with `--features hardened` (built by the parent before the first run, in
 //! `target/hardened-build`), for the cost of hardening.
 //!
-//! Output: a Markdown table on stdout and in `target/poolalloc-report/report.md`, a bar chart of the
+//! Output: a Markdown table on stdout and in `target/poolalloc-report/report.md`, every round's
+//! figures in `report.json` beside it, a bar chart of the
 //! ratios (`ratios.svg`, `ratios.png`) and, for the fragmentation workloads and http-service, RSS
 //! over time per allocator (`rss-<workload>.svg`/`.png`); for http-service also requests per
 //! second and p99 latency. Beside time and peak RSS each child reports its minor faults and the
@@ -24,8 +27,8 @@
 //! The workloads live in files of their own (`patterns.rs`, `crates.rs`, `frag.rs`,
 //! `large_buffers.rs`, `markdown.rs`, `rayon_reduce.rs`, `groupby.rs`, `service.rs`), the tables
 //! and charts in `output.rs`;
-//! medians, tables, chart frames, the random number generator and the interleaving of rounds come
-//! from the harness both benchmarks share (`benches/harness/`).
+//! medians, spreads and verdicts, tables, chart frames, the random number generator and the
+//! interleaving of rounds come from the harness both benchmarks share (`benches/harness/`).
 
 use crate::harness::cargo::{bench_executable, cargo, report_dir, target_args, target_dir};
 use crate::harness::rng::Rng;
@@ -291,29 +294,37 @@ impl Sampler {
 
 type Workload = fn(Params) -> Extra;
 
-const WORKLOADS: &[(&str, Workload, bool)] = &[
-    ("larson", patterns::larson, false),
-    ("xmalloc-test", patterns::xmalloc, false),
-    ("local-churn", patterns::local_churn, false),
-    ("cache-scratch", patterns::cache_scratch, false),
-    ("glibc-simple", patterns::glibc_simple, false),
-    ("alloc-test", patterns::alloc_test, false),
-    ("mstress", patterns::mstress, false),
-    ("sh6bench", patterns::sh6bench, false),
-    ("rust-collections", patterns::rust_collections, false),
-    ("threads", patterns::threads, false),
-    ("syn-parse", crates::syn_parse, false),
-    ("json-roundtrip", crates::json_roundtrip, false),
-    ("rayon-drop", crates::rayon_drop, false),
-    ("markdown-html", markdown::markdown_html, false),
-    ("rayon-reduce", rayon_reduce::rayon_reduce, false),
-    ("groupby", groupby::groupby, false),
-    ("http-service", service::http_service, false),
-    ("frag-fill-free90", frag::frag_fill_free90, true),
-    ("frag-long-short", frag::frag_long_short, true),
-    ("frag-drift", frag::frag_drift, true),
-    ("frag-free-all", frag::frag_free_all, true),
-    ("large-buffers", large_buffers::large_buffers, true),
+/// A workload: its name, its function, whether it is a fragmentation workload (RSS sampled, the
+/// fragmentation table), and its scale in quick mode (the full mode runs every workload at scale 4).
+type Entry = (&'static str, Workload, bool, usize);
+
+/// The quick scales make every cell 50 ms or more on the 2-core Intel Xeon VM. The comment on each
+/// gives the fastest allocator's median in a quick report at the scale named (2026-12-04, 3
+/// rounds, `quiet`: load 0.47 before, 0.68 after); each scale brings that to about 0.08 s or more.
+/// alloc-test's scale 1 has a smaller table of its own, so it runs at 2, the full mode's shape.
+const WORKLOADS: &[Entry] = &[
+    ("larson", patterns::larson, false, 12),       // 31 ms at 4
+    ("xmalloc-test", patterns::xmalloc, false, 4), // 97 ms at 4
+    ("local-churn", patterns::local_churn, false, 2), // 53 ms at 1
+    ("cache-scratch", patterns::cache_scratch, false, 32), // 53 ms at 16
+    ("glibc-simple", patterns::glibc_simple, false, 80), // 60 ms at 50
+    ("alloc-test", patterns::alloc_test, false, 2), // 35 ms at 1
+    ("mstress", patterns::mstress, false, 3),      // 92 ms at 3
+    ("sh6bench", patterns::sh6bench, false, 16),   // 38 ms at 6
+    ("rust-collections", patterns::rust_collections, false, 4), // 57 ms at 2
+    ("threads", patterns::threads, false, 4),      // 61 ms at 2
+    ("syn-parse", crates::syn_parse, false, 1),    // 202 ms at 1
+    ("json-roundtrip", crates::json_roundtrip, false, 1), // 79 ms at 1
+    ("rayon-drop", crates::rayon_drop, false, 4),  // 54 ms at 2
+    ("markdown-html", markdown::markdown_html, false, 3), // 104 ms at 3
+    ("rayon-reduce", rayon_reduce::rayon_reduce, false, 4), // 58 ms at 2
+    ("groupby", groupby::groupby, false, 1),       // 166 ms at 1
+    ("http-service", service::http_service, false, 1), // 206 ms at 1
+    ("frag-fill-free90", frag::frag_fill_free90, true, 2), // 70 ms at 1
+    ("frag-long-short", frag::frag_long_short, true, 6), // 44 ms at 3
+    ("frag-drift", frag::frag_drift, true, 1),     // 159 ms at 1
+    ("frag-free-all", frag::frag_free_all, true, 1), // 367 ms at 1
+    ("large-buffers", large_buffers::large_buffers, true, 1), // 126 ms at 1
 ];
 
 /// Workloads that are not fragmentation workloads but whose RSS over time is charted too: a
@@ -325,7 +336,7 @@ const WORKLOADS: &[(&str, Workload, bool)] = &[
 const RSS_OVER_TIME: &[&str] = &["http-service"];
 
 /// Whether the child samples RSS every 10 ms and the parent charts it.
-fn sampled(w: &(&str, Workload, bool)) -> bool {
+fn sampled(w: &Entry) -> bool {
     w.2 || RSS_OVER_TIME.contains(&w.0)
 }
 
@@ -358,9 +369,9 @@ fn child(workload: &str) {
     let t = Instant::now();
     let e = f(params_from_env());
     // Fragmentation workloads include one second of waiting after free: not part of their time.
-    let secs = t.elapsed().as_secs_f64()
-        - if e.rss_freed_1s.is_some() { 1.0 } else { 0.0 }
-        - e.setup.as_secs_f64();
+    let waits = if e.rss_freed_1s.is_some() { 1.0 } else { 0.0 } + e.setup.as_secs_f64();
+    plant_slowdown(t.elapsed().as_secs_f64() - waits);
+    let secs = t.elapsed().as_secs_f64() - waits;
     let faults = minor_faults();
     let huge = huge.finish();
     // The kernel's count for every allocator; poolalloc's own share (`huge_share=`) for it only.
@@ -390,6 +401,20 @@ fn child(workload: &str) {
     );
 }
 
+/// A planted slowdown, for the test of the report's flags (`--plant=WORKLOAD:PERCENT`, which the
+/// parent passes as `POOLALLOC_BENCH_SPIN=PERCENT` to poolalloc's children of that workload only):
+/// a busy loop for `PERCENT`% of the work's time, counted in the time.
+fn plant_slowdown(work_secs: f64) {
+    let percent: f64 = match std::env::var("POOLALLOC_BENCH_SPIN") {
+        Ok(p) => p.parse().expect("POOLALLOC_BENCH_SPIN: a percentage"),
+        Err(_) => return,
+    };
+    let until = Instant::now() + Duration::from_secs_f64(work_secs.max(0.0) * percent / 100.0);
+    while Instant::now() < until {
+        std::hint::spin_loop();
+    }
+}
+
 /// Runs `workload` in a child (`bin`, this benchmark or its hardened build) served by `alloc`,
 /// with the JSON input at `json`, `threads` and `scale`, and returns what it measured; panics
 /// with the child's output, naming it `label`, when it failed.
@@ -402,12 +427,12 @@ fn run_child(
     scale: usize,
     label: &str,
 ) -> Run {
-    try_run_child(bin, workload, json, alloc, threads, scale)
+    try_run_child(bin, workload, json, alloc, threads, scale, None)
         .unwrap_or_else(|e| panic!("{workload} at {threads} threads with {label} failed: {e}"))
 }
 
 /// [`run_child`], with the failure as the error: the child's exit status on the first line, then
-/// its output.
+/// its output; `spin` plants a slowdown of that many percent in the child ([`plant_slowdown`]).
 fn try_run_child(
     bin: &std::path::Path,
     workload: &str,
@@ -415,15 +440,19 @@ fn try_run_child(
     alloc: &str,
     threads: usize,
     scale: usize,
+    spin: Option<u32>,
 ) -> Result<Run, String> {
-    let out = Command::new(bin)
+    let mut command = Command::new(bin);
+    command
         .env("POOLALLOC_BENCH_WORKLOAD", workload)
         .env("POOLALLOC_BENCH_JSON", json)
         .env("POOLALLOC_BENCH_ALLOC", alloc)
         .env("POOLALLOC_BENCH_THREADS", threads.to_string())
-        .env("POOLALLOC_BENCH_SCALE", scale.to_string())
-        .output()
-        .expect("cannot run the workload child");
+        .env("POOLALLOC_BENCH_SCALE", scale.to_string());
+    if let Some(percent) = spin {
+        command.env("POOLALLOC_BENCH_SPIN", percent.to_string());
+    }
+    let out = command.output().expect("cannot run the workload child");
     let stdout = String::from_utf8_lossy(&out.stdout);
     stdout.lines().find_map(parse).ok_or_else(|| {
         format!(
@@ -509,7 +538,9 @@ pub fn main() {
         return;
     }
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let (rounds, scale) = if quick { (1, 1) } else { (5, 4) };
+    // Quick mode: 3 rounds (the fewest on which a ratio can be flagged, `noise.rs`), each workload
+    // at its own scale (WORKLOADS). Full mode: 5 rounds, every workload at scale 4.
+    let (rounds, scale) = if quick { (3, 1) } else { (5, 4) };
     // `--rounds=N`: more or fewer interleaved rounds than the mode's default.
     let rounds = args
         .iter()
@@ -520,20 +551,43 @@ pub fn main() {
         return;
     }
     let exe = std::env::current_exe().unwrap();
+    // `--baseline=self`: the baseline column is this very build, so that every verdict against it
+    // must be level (`benches/noise-check.sh`).
+    let self_baseline = args.iter().any(|a| a == "--baseline=self");
+    // `--plant=WORKLOAD:PERCENT`: poolalloc's children of that workload spin for PERCENT% more of
+    // their time, a slowdown its verdicts must flag (`benches/noise-check.sh`).
+    let plant: Option<(String, u32)> = args.iter().find_map(|a| {
+        let (w, p) = a.strip_prefix("--plant=")?.split_once(':')?;
+        Some((w.to_string(), p.parse().expect("--plant=WORKLOAD:PERCENT")))
+    });
     let hardened_exe = build_hardened();
-    let baseline_exe = baseline::build();
+    let baseline_exe = if self_baseline {
+        Ok(exe.clone())
+    } else {
+        baseline::build()
+    };
     if let Err(why) = &baseline_exe {
         eprintln!("no baseline column: {why}");
     }
     let json = write_json_input();
-    let workloads: Vec<&(&str, Workload, bool)> = WORKLOADS
+    let workloads: Vec<&Entry> = WORKLOADS
         .iter()
         .filter(|w| only.is_empty() || only.iter().any(|o| w.0.contains(o.as_str())))
         .collect();
     // runs[workload][allocator] = every round's result
     let mut runs: Vec<Vec<Vec<Run>>> = vec![vec![Vec::new(); RUNNERS]; workloads.len()];
+    // The scale of each workload in this mode.
+    let scales: Vec<usize> = workloads
+        .iter()
+        .map(|w| if quick { w.3 } else { scale })
+        .collect();
     interleaved(rounds, workloads.len(), RUNNERS, |_round, wi, ai| {
         let w = workloads[wi];
+        let scale = scales[wi];
+        let spin = plant
+            .as_ref()
+            .filter(|p| ai == 0 && p.0 == w.0)
+            .map(|p| p.1);
         let (bin, alloc) = match ai {
             HARDENED => (&hardened_exe, "poolalloc"),
             BASELINE => match &baseline_exe {
@@ -544,7 +598,7 @@ pub fn main() {
         };
         let run = if ai == BASELINE {
             // A workload newer than the baseline fails there: no cell, said in the report.
-            match try_run_child(bin, w.0, &json, alloc, threads, scale) {
+            match try_run_child(bin, w.0, &json, alloc, threads, scale, None) {
                 Ok(run) => run,
                 Err(e) => {
                     let first = e.lines().next().unwrap_or_default().to_string();
@@ -552,7 +606,13 @@ pub fn main() {
                 }
             }
         } else {
-            run_child(bin, w.0, &json, alloc, threads, scale, runner_name(ai))
+            try_run_child(bin, w.0, &json, alloc, threads, scale, spin).unwrap_or_else(|e| {
+                panic!(
+                    "{} at {threads} threads with {} failed: {e}",
+                    w.0,
+                    runner_name(ai)
+                )
+            })
         };
         let line = format!(
             "{:<17} {:<11} {:>8.3} s  peak RSS {:>7} MiB  {:>8} faults",
@@ -565,15 +625,34 @@ pub fn main() {
         runs[wi][ai].push(run);
         line
     });
-    let baseline = baseline_exe
-        .as_ref()
-        .map(|_| baseline::name())
-        .map_err(Clone::clone);
-    let report = output::table(&workloads, &runs, threads, rounds, quick, baseline);
+    let baseline = match &baseline_exe {
+        Ok(_) if self_baseline => Ok("baseline (this build itself, `--baseline=self`)".to_string()),
+        Ok(_) => Ok(baseline::name()),
+        Err(why) => Err(why.clone()),
+    };
+    let setup = output::Setup {
+        threads,
+        rounds,
+        quick,
+        scales: &scales,
+        baseline,
+        plant: plant.as_ref().map(|p| (p.0.as_str(), p.1)),
+    };
+    let report = output::table(&workloads, &runs, &setup);
     println!("{report}");
-    let dir = report_dir();
+    // A check's run (`--baseline=self`, `--plant`) writes beside the report, not over it.
+    let dir = if self_baseline || plant.is_some() {
+        report_dir().join("noise-check")
+    } else {
+        report_dir()
+    };
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("report.md"), &report).unwrap();
+    std::fs::write(
+        dir.join("report.json"),
+        output::json(&workloads, &runs, &setup),
+    )
+    .unwrap();
     output::charts(&dir, &workloads, &runs);
     eprintln!("wrote {}", dir.display());
 }

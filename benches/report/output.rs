@@ -3,8 +3,9 @@
 //! of the fragmentation workloads and the service).
 
 use super::huge_pages::thp_mode;
-use super::{ALLOCATORS, BASELINE, HARDENED, PEERS, RUNNERS, Run, Workload, runner_name, sampled};
+use super::{ALLOCATORS, BASELINE, Entry, HARDENED, PEERS, RUNNERS, Run, runner_name, sampled};
 use crate::harness::chart::{COLORS, Names, RatioBars, legend, register_font};
+use crate::harness::noise::{MARGIN, MIN_ROUNDS, Ratio, Spread, Verdict};
 use crate::harness::stats::{geomean, median, mib};
 use crate::harness::table::{header, row};
 
@@ -50,40 +51,135 @@ fn best_peer(v: &[f64]) -> f64 {
     PEERS.map(|a| v[a]).fold(f64::INFINITY, f64::min)
 }
 
-/// poolalloc's time and peak-RSS ratios to the best peer's on one workload (`runs[workload]`; below
-/// 1 is better).
-fn peer_ratios(runs: &[Vec<Run>]) -> (f64, f64) {
-    let t = medians(runs, |r| r.secs);
-    let m = medians(runs, |r| r.peak_rss as f64);
-    (t[0] / best_peer(&t), m[0] / best_peer(&m))
+/// The peer with the lowest of the peers' values (`v` per runner).
+fn best_peer_index(v: &[f64]) -> usize {
+    PEERS
+        .min_by(|&a, &b| v[a].partial_cmp(&v[b]).unwrap_or(std::cmp::Ordering::Equal))
+        .unwrap_or(PEERS.start)
 }
 
-/// The Markdown table: medians per workload and allocator, and poolalloc's ratio to the best peer.
-pub fn table(
-    workloads: &[&(&str, Workload, bool)],
-    runs: &[Vec<Vec<Run>>],
-    threads: usize,
-    rounds: usize,
-    quick: bool,
-    baseline: Result<String, String>,
-) -> String {
+/// One runner's per-round times of a workload.
+fn secs(r: &[Run]) -> Vec<f64> {
+    r.iter().map(|r| r.secs).collect()
+}
+
+/// What the report says of one workload (`runs[workload]`): each runner's time, and poolalloc's
+/// ratios, each paired by round (`noise.rs`).
+struct Figures {
+    /// Per runner, the spread of its per-round times.
+    times: Vec<Spread>,
+    /// The fastest peer by median time, and poolalloc's time over its, round by round.
+    peer: usize,
+    vs_peer: Ratio,
+    /// The peer with the lowest median peak RSS, and poolalloc's peak RSS over its.
+    rss_peer: usize,
+    rss_vs_peer: Ratio,
+    /// poolalloc built with `hardened` over poolalloc.
+    cost: Ratio,
+    /// poolalloc over the baseline (no rounds where the baseline has no cell).
+    vs_base: Ratio,
+}
+
+impl Figures {
+    fn of(runs: &[Vec<Run>]) -> Figures {
+        let times: Vec<Spread> = runs.iter().map(|r| Spread::of(&secs(r))).collect();
+        let medians_t: Vec<f64> = times.iter().map(|t| t.median).collect();
+        let peer = best_peer_index(&medians_t);
+        let rss = |r: &[Run]| r.iter().map(|r| r.peak_rss as f64).collect::<Vec<f64>>();
+        let rss_peer = best_peer_index(&medians(runs, |r| r.peak_rss as f64));
+        Figures {
+            vs_peer: Ratio::of(&secs(&runs[0]), &secs(&runs[peer])),
+            rss_vs_peer: Ratio::of(&rss(&runs[0]), &rss(&runs[rss_peer])),
+            cost: Ratio::of(&secs(&runs[HARDENED]), &secs(&runs[0])),
+            vs_base: Ratio::of(&secs(&runs[0]), &secs(&runs[BASELINE])),
+            times,
+            peer,
+            rss_peer,
+        }
+    }
+}
+
+/// poolalloc's time and peak-RSS ratios to the best peer's on one workload (`runs[workload]`; below
+/// 1 is better): the medians of the per-round ratios.
+fn peer_ratios(runs: &[Vec<Run>]) -> (f64, f64) {
+    let f = Figures::of(runs);
+    (f.vs_peer.spread.median, f.rss_vs_peer.spread.median)
+}
+
+/// How the report was run.
+pub struct Setup<'a> {
+    pub threads: usize,
+    pub rounds: usize,
+    pub quick: bool,
+    /// Each workload's scale, in the order of the workloads.
+    pub scales: &'a [usize],
+    /// The baseline column's name, or why there is none.
+    pub baseline: Result<String, String>,
+    /// A planted slowdown (`--plant=WORKLOAD:PERCENT`), for the test of the flags.
+    pub plant: Option<(&'a str, u32)>,
+}
+
+/// How to read a ratio and its spread, and when it is flagged: the report's one sentence on it,
+/// also in README.md's Results.
+fn how_to_read(rounds: usize) -> String {
+    format!(
+        "A ratio is the median of its {rounds} per-round ratios (each round's runs were made side by side), \
+         with the lowest and highest of them in brackets, and it is called slower or faster only when every \
+         round's ratio lies beyond 1 ± {:.0}% on the same side ({} rounds or more), otherwise level (within noise).",
+        MARGIN * 100.0,
+        MIN_ROUNDS
+    )
+}
+
+/// The workloads named in `list`, or "none".
+fn names_or_none(list: &[String]) -> String {
+    if list.is_empty() {
+        "none".to_string()
+    } else {
+        list.join(", ")
+    }
+}
+
+/// The Markdown table: per workload and runner the median time and its spread over the rounds, and
+/// poolalloc's ratios with their spreads and verdicts.
+pub fn table(workloads: &[&Entry], runs: &[Vec<Vec<Run>>], setup: &Setup) -> String {
+    let Setup {
+        threads,
+        rounds,
+        quick,
+        ..
+    } = *setup;
+    let figures: Vec<Figures> = runs.iter().map(|r| Figures::of(r)).collect();
     let mut s = String::new();
     s += &format!(
-        "Medians of {rounds} interleaved run(s) per cell, {threads} threads{}; {}. Time in seconds, peak RSS in MiB; \
-         vs best peer = poolalloc / best of {} (below 1 is better); poolalloc huge = the share of its \
-         anonymous memory in huge pages near its peak RSS (every allocator's: the huge-page table below); \
-         hardened cost = poolalloc built with `--features hardened` / poolalloc; \
-         vs baseline = poolalloc / poolalloc as of the pinned baseline commit (`benches/report/baseline.rs`; \
-         above 1 is slower than the last build).\n\n",
+        "Medians of {rounds} interleaved run(s) per cell, {threads} threads{}; {}. {}\n\n",
         if quick {
-            ", quick mode (small inputs)"
+            ", quick mode (each workload at the scale in its row)"
         } else {
             ""
         },
         thp_mode(),
+        how_to_read(rounds)
+    );
+    s += &noise_band(workloads, &figures);
+    if let Some((w, percent)) = setup.plant {
+        s += &format!(
+            "Planted slowdown (`--plant`): poolalloc's children of {w} spin for {percent}% more of their time; \
+             a test of the flags, not a measurement.\n\n"
+        );
+    }
+    s += &format!(
+        "Time in seconds (median ±half the range of the rounds, over the median), peak RSS in MiB; \
+         vs best peer = poolalloc / the fastest of {} by median (below 1 is better); poolalloc huge = the \
+         share of its anonymous memory in huge pages near its peak RSS (every allocator's: the huge-page \
+         table below); hardened cost = poolalloc built with `--features hardened` / poolalloc; \
+         vs baseline = poolalloc / the baseline (`benches/report/baseline.rs`; above 1 is slower than \
+         the last build).\n\n",
         peer_names()
     );
-    let columns: Vec<String> = std::iter::once("workload".to_string())
+    let columns: Vec<String> = ["workload", "scale"]
+        .map(String::from)
+        .into_iter()
         .chain(ALLOCATORS.iter().map(|a| format!("{a} s")))
         .chain(["time vs best peer".to_string()])
         .chain(ALLOCATORS.iter().map(|a| format!("{a} RSS")))
@@ -100,57 +196,66 @@ pub fn table(
         )
         .collect();
     s += &header(&columns);
-    // Per workload: (time ratio, peak-RSS ratio, hardened cost), from the same medians as the table.
-    let mut ratios: Vec<(f64, f64, f64)> = Vec::new();
-    // Per workload with a baseline cell: its name and this build's time over the baseline's.
-    let mut vs_baseline: Vec<(&str, f64)> = Vec::new();
     for (wi, w) in workloads.iter().enumerate() {
-        let t = medians(&runs[wi], |r| r.secs);
+        let f = &figures[wi];
         let m = medians(&runs[wi][..ALLOCATORS.len()], |r| r.peak_rss as f64);
-        let (time, rss) = peer_ratios(&runs[wi]);
-        let cost = t[HARDENED] / t[0];
         let huge = medians(&runs[wi][..1], huge_share)[0];
-        ratios.push((time, rss, cost));
-        let vs_base = t[0] / t[BASELINE];
-        if !vs_base.is_nan() {
-            vs_baseline.push((w.0, vs_base));
-        }
-        let cells: Vec<String> = std::iter::once(w.0.to_string())
-            .chain(t[..ALLOCATORS.len()].iter().map(|x| format!("{x:.3}")))
-            .chain([format!("**{time:.2}**")])
+        let cells: Vec<String> = [w.0.to_string(), setup.scales[wi].to_string()]
+            .into_iter()
+            .chain(f.times[..ALLOCATORS.len()].iter().map(Spread::time))
+            .chain([format!("{} ({})", f.vs_peer.judged(), ALLOCATORS[f.peer])])
             .chain(m.iter().map(|&x| mib(x)))
             .chain([
-                format!("**{rss:.2}**"),
+                format!(
+                    "{} ({})",
+                    f.rss_vs_peer.spread.ratio(),
+                    ALLOCATORS[f.rss_peer]
+                ),
                 percent(huge),
-                format!("{:.3}", t[HARDENED]),
-                format!("**{cost:.2}**"),
-                cell(t[BASELINE], 3),
-                if vs_base.is_nan() {
-                    "–".to_string()
-                } else {
-                    format!("**{vs_base:.2}**")
-                },
+                f.times[HARDENED].time(),
+                f.cost.spread.ratio(),
+                f.times[BASELINE].time(),
+                f.vs_base.judged(),
             ])
             .collect();
         s += &row(&cells);
     }
-    if !ratios.is_empty() {
-        let pick = |f: fn(&(f64, f64, f64)) -> f64| ratios.iter().map(f).collect::<Vec<f64>>();
-        let (time, rss, costs) = (pick(|r| r.0), pick(|r| r.1), pick(|r| r.2));
-        let above = time.iter().filter(|&&r| r > 1.0).count();
+    if !figures.is_empty() {
+        let time: Vec<f64> = figures.iter().map(|f| f.vs_peer.spread.median).collect();
+        let rss: Vec<f64> = figures
+            .iter()
+            .map(|f| f.rss_vs_peer.spread.median)
+            .collect();
+        let costs: Vec<f64> = figures.iter().map(|f| f.cost.spread.median).collect();
+        let judged = |v: Verdict| -> Vec<String> {
+            (0..workloads.len())
+                .filter(|&i| figures[i].vs_peer.verdict == v)
+                .map(|i| format!("{} {:.2}", workloads[i].0, time[i]))
+                .collect()
+        };
+        let (slower, faster) = (judged(Verdict::Slower), judged(Verdict::Faster));
         s += &format!(
-            "\nTime ratio, geometric mean over the workloads: **{:.2}** (target: at most 0.90); above 1.00 on {above} of {} \
-             (target: none). Peak-RSS ratio at most **{:.2}** (target: at most 1.10).\n",
+            "\nTime ratio to the best peer, geometric mean over the workloads: **{:.2}** ({}; target: at most 0.90). \
+             Behind the best peer beyond noise on {} of {} (target: none): {}; ahead beyond noise on {}: {}; \
+             level within noise on the other {}. Peak-RSS ratio at most **{:.2}** (target: at most 1.10).\n",
             geomean(&time),
-            time.len(),
+            per_round_geomeans(figures.iter().map(|f| &f.vs_peer)),
+            slower.len(),
+            workloads.len(),
+            names_or_none(&slower),
+            faster.len(),
+            names_or_none(&faster),
+            workloads.len() - slower.len() - faster.len(),
             rss.iter().copied().fold(0.0, f64::max),
         );
         s += &format!(
-            "\nHardened cost, geometric mean over the workloads: **{:.2}** (`hardened`, its default level; target: at most 1.10, never above 1.25).\n",
-            geomean(&costs)
+            "\nHardened cost, geometric mean over the workloads: **{:.2}** ({}; `hardened`, its default level; \
+             target: at most 1.10, never above 1.25).\n",
+            geomean(&costs),
+            per_round_geomeans(figures.iter().map(|f| &f.cost)),
         );
     }
-    s += &baseline_text(&baseline, &vs_baseline, workloads.len());
+    s += &baseline_text(&setup.baseline, workloads, &figures);
     s += &faults_table(workloads, runs);
     s += &huge_table(workloads, runs);
     s += &service_table(workloads, runs);
@@ -189,45 +294,169 @@ pub fn table(
     s
 }
 
+/// The noise of this run, from its own cells: how far a cell's rounds spread (half the range over
+/// the median, the median of that over every cell and the widest), and the shortest cell.
+fn noise_band(workloads: &[&Entry], figures: &[Figures]) -> String {
+    let mut spreads: Vec<(f64, &str, &str)> = Vec::new();
+    let mut shortest: Option<(f64, &str, &str)> = None;
+    for (w, f) in workloads.iter().zip(figures) {
+        for (ai, t) in f.times.iter().enumerate() {
+            if t.median.is_nan() {
+                continue;
+            }
+            spreads.push((t.half_range(), w.0, runner_name(ai)));
+            if shortest.is_none_or(|s| t.median < s.0) {
+                shortest = Some((t.median, w.0, runner_name(ai)));
+            }
+        }
+    }
+    let (Some(widest), Some(shortest)) = (
+        spreads
+            .iter()
+            .copied()
+            .max_by(|a, b| a.0.partial_cmp(&b.0).unwrap_or(std::cmp::Ordering::Equal)),
+        shortest,
+    ) else {
+        return String::new();
+    };
+    format!(
+        "This run's noise: a cell's rounds lie within ±{:.0}% of its median in the median cell, ±{:.0}% at the \
+         widest ({} under {}); the shortest cell is {} under {}, {:.3} s.\n\n",
+        median(spreads.iter().map(|s| s.0).collect()) * 100.0,
+        widest.0 * 100.0,
+        widest.1,
+        widest.2,
+        shortest.1,
+        shortest.2,
+        shortest.0,
+    )
+}
+
+/// The geometric mean over the workloads of each round's ratios, as "per round 1.12–1.18"
+/// (rounds where a workload has no ratio are left out).
+fn per_round_geomeans<'a>(ratios: impl Iterator<Item = &'a Ratio>) -> String {
+    let ratios: Vec<&Ratio> = ratios.collect();
+    let rounds = ratios.iter().map(|r| r.rounds.len()).max().unwrap_or(0);
+    let means: Vec<f64> = (0..rounds)
+        .filter_map(|i| {
+            let v: Vec<f64> = ratios
+                .iter()
+                .filter_map(|r| r.rounds.get(i).copied())
+                .filter(|x| !x.is_nan())
+                .collect();
+            (!v.is_empty()).then(|| geomean(&v))
+        })
+        .collect();
+    let s = Spread::of(&means);
+    if s.median.is_nan() {
+        String::new()
+    } else {
+        format!("per round {:.2}–{:.2}", s.min, s.max)
+    }
+}
+
 /// What the report says of the baseline: the geometric mean of this build's time over the
-/// baseline's, a line for each workload more than 3% slower than the baseline, and which workloads
+/// baseline's, the workloads slower or faster than the baseline beyond noise, and which workloads
 /// have no baseline cell; or why there is no baseline column at all.
 fn baseline_text(
     baseline: &Result<String, String>,
-    vs: &[(&str, f64)],
-    workloads: usize,
+    workloads: &[&Entry],
+    figures: &[Figures],
 ) -> String {
     let name = match baseline {
         Err(why) => return format!("\nNo baseline column: {why}.\n"),
         Ok(name) => name,
     };
-    if vs.is_empty() {
+    let with: Vec<usize> = (0..workloads.len())
+        .filter(|&i| !figures[i].vs_base.spread.median.is_nan())
+        .collect();
+    if with.is_empty() {
         return format!("\nAgainst the {name}: no workload ran there.\n");
     }
-    let ratios: Vec<f64> = vs.iter().map(|v| v.1).collect();
-    let mut s = format!(
-        "\nAgainst the {name} (poolalloc then; `benches/report/baseline.rs`): time **{:.2}** in geometric mean over {} workloads{}.\n",
+    let ratios: Vec<f64> = with
+        .iter()
+        .map(|&i| figures[i].vs_base.spread.median)
+        .collect();
+    let judged = |v: Verdict| -> Vec<String> {
+        with.iter()
+            .filter(|&&i| figures[i].vs_base.verdict == v)
+            .map(|&i| format!("{} {}", workloads[i].0, figures[i].vs_base.spread.ratio()))
+            .collect()
+    };
+    let (slower, faster) = (judged(Verdict::Slower), judged(Verdict::Faster));
+    format!(
+        "\nAgainst the {name} (poolalloc then; `benches/report/baseline.rs`): time **{:.2}** in geometric mean \
+         over {} workloads ({}){}. Slower than the baseline beyond noise: {}. Faster beyond noise: {}. \
+         Level within noise: the other {}.\n",
         geomean(&ratios),
-        vs.len(),
-        if vs.len() < workloads {
+        with.len(),
+        per_round_geomeans(with.iter().map(|&i| &figures[i].vs_base)),
+        if with.len() < workloads.len() {
             format!(
-                " ({} newer than the baseline, no cell)",
-                workloads - vs.len()
+                "; {} newer than the baseline, no cell",
+                workloads.len() - with.len()
             )
         } else {
             String::new()
-        }
-    );
-    let slower: Vec<&(&str, f64)> = vs.iter().filter(|v| v.1 > 1.03).collect();
-    if slower.is_empty() {
-        s += "No workload more than 3% slower than the baseline.\n";
-    } else {
-        s += "More than 3% slower than the baseline:\n\n";
-        for (w, r) in slower {
-            s += &format!("- {w}: **{r:.2}** of the baseline's time\n");
-        }
-    }
-    s
+        },
+        names_or_none(&slower),
+        names_or_none(&faster),
+        with.len() - slower.len() - faster.len(),
+    )
+}
+
+/// The report as JSON (`report.json`): per workload each runner's per-round times with their
+/// spread, and poolalloc's ratios with their per-round values, spread and verdict; for scripts
+/// (`benches/noise-check.sh`) and for comparing two runs.
+pub fn json(workloads: &[&Entry], runs: &[Vec<Vec<Run>>], setup: &Setup) -> String {
+    use serde_json::{Value, json};
+    let spread = |s: &Spread| json!({"median": s.median, "min": s.min, "max": s.max});
+    let ratio = |r: &Ratio| {
+        json!({
+            "rounds": r.rounds,
+            "median": r.spread.median,
+            "min": r.spread.min,
+            "max": r.spread.max,
+            // No verdict where there is no pair (a workload newer than the baseline).
+            "verdict": (!r.rounds.is_empty()).then(|| r.verdict.word()),
+        })
+    };
+    let rows: Vec<Value> = workloads
+        .iter()
+        .enumerate()
+        .map(|(wi, w)| {
+            let f = Figures::of(&runs[wi]);
+            let runners: serde_json::Map<String, Value> = (0..RUNNERS)
+                .map(|ai| {
+                    let mut t = spread(&f.times[ai]);
+                    t["rounds"] = json!(secs(&runs[wi][ai]));
+                    (runner_name(ai).to_string(), t)
+                })
+                .collect();
+            json!({
+                "workload": w.0,
+                "scale": setup.scales[wi],
+                "secs": runners,
+                "best_peer": ALLOCATORS[f.peer],
+                "vs_best_peer": ratio(&f.vs_peer),
+                "rss_vs_best_peer": ratio(&f.rss_vs_peer),
+                "hardened_cost": ratio(&f.cost),
+                "vs_baseline": ratio(&f.vs_base),
+            })
+        })
+        .collect();
+    let doc = json!({
+        "rounds": setup.rounds,
+        "threads": setup.threads,
+        "quick": setup.quick,
+        "margin": MARGIN,
+        "min_rounds": MIN_ROUNDS,
+        "baseline": setup.baseline.as_ref().ok(),
+        "plant": setup.plant.map(|(w, p)| json!({"workload": w, "percent": p})),
+        "workloads": rows,
+    });
+    // NaN (no cell) is written as null by serde_json.
+    serde_json::to_string_pretty(&doc).unwrap() + "\n"
 }
 
 /// Minor page faults per workload and allocator (medians), and poolalloc's against jemalloc's: a
@@ -235,7 +464,7 @@ fn baseline_text(
 /// name. Not against the best peer: mimalloc's count stays near 260 on every workload, hundreds of
 /// MiB of RSS included (benches/results/faults.md), so the fewest would be mimalloc's always and
 /// would not count the same thing.
-fn faults_table(workloads: &[&(&str, Workload, bool)], runs: &[Vec<Vec<Run>>]) -> String {
+fn faults_table(workloads: &[&Entry], runs: &[Vec<Vec<Run>>]) -> String {
     let mut s = String::from(
         "\nMinor page faults of each child process (`getrusage` `ru_minflt`, start-up included), medians; \
          ratio = poolalloc / jemalloc (target: at most 1.00).\n\n",
@@ -265,7 +494,7 @@ fn faults_table(workloads: &[&(&str, Workload, bool)], runs: &[Vec<Vec<Run>>]) -
 /// The share of each child's anonymous memory in transparent huge pages near its peak RSS, per
 /// workload and runner (medians), the kernel's count for every allocator; and poolalloc's own count
 /// of its chunk memory in huge pages at the same moment.
-fn huge_table(workloads: &[&(&str, Workload, bool)], runs: &[Vec<Vec<Run>>]) -> String {
+fn huge_table(workloads: &[&Entry], runs: &[Vec<Vec<Run>>]) -> String {
     let mut s = format!(
         "\nHuge pages: `AnonHugePages` / `Anonymous` of each child (`/proc/self/smaps_rollup`), read each time its \
          RSS grew by a quarter, at the reading with the largest RSS (so within a quarter of its peak); medians; \
@@ -303,7 +532,7 @@ fn huge_table(workloads: &[&(&str, Workload, bool)], runs: &[Vec<Vec<Run>>]) -> 
 /// Requests per second and p99 latency of the workloads that report them (the service), medians
 /// per allocator. Both ratios read like the main table's, below 1 better: the best peer's
 /// requests per second over poolalloc's, and poolalloc's p99 over the best peer's.
-fn service_table(workloads: &[&(&str, Workload, bool)], runs: &[Vec<Vec<Run>>]) -> String {
+fn service_table(workloads: &[&Entry], runs: &[Vec<Vec<Run>>]) -> String {
     let services: Vec<usize> = (0..workloads.len())
         .filter(|&wi| runs[wi].iter().flatten().any(|r| r.p99_us.is_some()))
         .collect();
@@ -350,11 +579,7 @@ fn service_table(workloads: &[&(&str, Workload, bool)], runs: &[Vec<Vec<Run>>]) 
 /// `ratios.svg`/`.png` (poolalloc's time and peak RSS ratios) and, per fragmentation workload,
 /// `rss-<workload>.svg`/`.png` (RSS over time under each allocator, from the last round); the
 /// service's too.
-pub fn charts(
-    dir: &std::path::Path,
-    workloads: &[&(&str, Workload, bool)],
-    runs: &[Vec<Vec<Run>>],
-) {
+pub fn charts(dir: &std::path::Path, workloads: &[&Entry], runs: &[Vec<Vec<Run>>]) {
     if !register_font() {
         eprintln!("no DejaVuSans.ttf found (install fonts-dejavu-core): charts skipped");
         return;

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The check of the report's flags (issue 49): one quick report of a few short workloads whose
+# baseline column is this very build (`--baseline=self`), with a 20% slowdown planted in poolalloc's
+# children of one of them (`--plant`). It passes when the planted workload is flagged slower than
+# the baseline and every other workload is level: a build against itself flags nothing, and a 20%
+# slowdown is seen in quick mode's three rounds. Writes target/poolalloc-report/noise-check/.
+# About a minute on 2 cores once the report is built (5 workloads x 8 runners x 3 rounds).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+plant=${NOISE_CHECK_PLANT:-glibc-simple}
+cargo bench --bench report -- --quick --baseline=self "--plant=$plant:20" \
+  larson glibc-simple sh6bench mstress cache-scratch
+python3 - "${CARGO_TARGET_DIR:-target}/poolalloc-report/noise-check/report.json" "$plant" <<'PY'
+import json, sys
+report, plant = json.load(open(sys.argv[1])), sys.argv[2]
+bad = []
+for w in report["workloads"]:
+    r = w["vs_baseline"]
+    want = "slower" if w["workload"] == plant else "level"
+    print(f"{w['workload']:<14} vs itself {r['median']:.2f} ({r['min']:.2f}-{r['max']:.2f}) "
+          f"{r['verdict']:<6} (want {want})")
+    if r["verdict"] != want:
+        bad.append(w["workload"])
+if not any(w["workload"] == plant for w in report["workloads"]):
+    bad.append(f"{plant} (not run)")
+if bad:
+    sys.exit(f"noise check failed on: {', '.join(bad)}")
+print("noise check: the planted 20% slowdown is flagged, nothing else is")
+PY
