@@ -5,12 +5,22 @@
 # the baseline and every other workload is level: a build against itself flags nothing, and a 20%
 # slowdown is seen in quick mode's three rounds. Writes target/poolalloc-report/noise-check/.
 # About a minute on 2 cores once the report is built (5 workloads x 8 runners x 3 rounds).
+# A failed attempt runs once more, and the check fails only when both do: one busy spell of a shared
+# CI machine can push a level cell past the margin in all three rounds (the planted workload's
+# lowest round read 1.14 against the margin of 1.10 at load 0.46), and a rule that is wrong fails
+# both attempts alike.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 plant=${NOISE_CHECK_PLANT:-glibc-simple}
-cargo bench --bench report -- --quick --baseline=self "--plant=$plant:20" \
-  larson glibc-simple sh6bench mstress cache-scratch
-python3 - "${CARGO_TARGET_DIR:-target}/poolalloc-report/noise-check/report.json" "$plant" <<'PY'
+json="${CARGO_TARGET_DIR:-target}/poolalloc-report/noise-check/report.json"
+# One attempt. Its steps stop it by their status (`|| return`): errexit does not hold inside a
+# function called as the condition of `if`, and a failed report must not leave the last one's
+# JSON to be read.
+check() {
+  rm -f "$json"
+  cargo bench --bench report -- --quick --baseline=self "--plant=$plant:20" \
+    larson glibc-simple sh6bench mstress cache-scratch || return
+  python3 - "$json" "$plant" <<'PY' || return
 import json, sys
 report, plant = json.load(open(sys.argv[1])), sys.argv[2]
 bad = []
@@ -27,3 +37,8 @@ if bad:
     sys.exit(f"noise check failed on: {', '.join(bad)}")
 print("noise check: the planted 20% slowdown is flagged, nothing else is")
 PY
+}
+if ! check; then
+  echo "noise check: the first attempt failed (above); once more"
+  check
+fi
