@@ -294,7 +294,8 @@ pub unsafe fn free(p: *mut u8, may_wait: bool) -> Option<usize> {
 }
 
 /// Resizes the live span block `p` to hold `new_size` bytes, keeping its contents and alignment
-/// (its offset in the span keeps it): in place, by moving its pages, or not at all (null: `p` is untouched).
+/// (its offset in the span keeps it): in place, into memory waiting for reuse, by moving its
+/// pages or by a copy, or not at all (null: `p` is untouched), in the order of the steps below.
 /// Returns the block (maybe moved) and its new usable size. What it gives up (a shrink's tail, the
 /// span it moves out of) waits as a freed span does: `may_wait` as for [`free`].
 ///
@@ -303,7 +304,7 @@ pub unsafe fn free(p: *mut u8, may_wait: bool) -> Option<usize> {
 pub unsafe fn resize(p: *mut u8, new_size: usize, may_wait: bool) -> (*mut u8, usize) {
     let h = p.wrapping_sub(HEADER).cast::<Header>();
     // SAFETY: p is live (caller).
-    let (base, len, origin) = unsafe { ((*h).base, (*h).len, (*h).origin) };
+    let (base, len) = unsafe { ((*h).base, (*h).len) };
     let off = p as usize - base as usize;
     let Some(new_len) = span_len_at(new_size, off) else {
         return (ptr::null_mut(), 0);
@@ -319,81 +320,162 @@ pub unsafe fn resize(p: *mut u8, new_size: usize, may_wait: bool) -> (*mut u8, u
         unsafe { set_usable(h, p, u) };
         return (p, u);
     }
-    if new_len < len {
-        // Shrink: the tail is given up as a freed span is ([`give_up`]: its pages are resident);
-        // where the OS cannot unmap part of a mapping (a span of its own on Windows), its memory
-        // goes back at once and its address space stays the span's.
-        // SAFETY: [base + new_len, base + len) is the span's own tail, whole granules, unused
-        // after the shrink (new_size fits below it); the header stops covering it first.
+    // SAFETY: forwarded; each takes the span as it is, `new_len` on the side it handles.
+    unsafe {
+        if new_len < len {
+            return shrink(h, p, new_len, new_size, may_wait);
+        }
+        if let Some(grown) = grow_into_waiting(h, p, new_len, new_size, may_wait) {
+            return grown;
+        }
+        if let Some(grown) = grow_in_place(h, p, new_len, new_size) {
+            return grown;
+        }
+        move_to_new_span(h, p, new_len, new_size, may_wait)
+    }
+}
+
+/// [`resize`] to a shorter span: the tail is given up as a freed span is ([`give_up`]: its pages
+/// are resident); where the OS cannot unmap part of a mapping (a span of its own on Windows), its
+/// memory goes back at once and its address space stays the span's.
+///
+/// # Safety
+/// `h` is the header of the live span block `p`, which the caller owns; `new_len` (whole
+/// granules, shorter than the span) holds `new_size` bytes at the block's offset.
+unsafe fn shrink(
+    h: *mut Header,
+    p: *mut u8,
+    new_len: usize,
+    new_size: usize,
+    may_wait: bool,
+) -> (*mut u8, usize) {
+    // SAFETY: [base + new_len, base + len) is the span's own tail, whole granules, unused after
+    // the shrink (new_size fits below it); the header stops covering it first.
+    unsafe {
+        let (base, len, origin) = ((*h).base, (*h).len, (*h).origin);
+        let off = p as usize - base as usize;
+        let tail = base.add(new_len);
+        (*h).len = new_len;
+        set_usable(h, p, usable_for(new_size, off, new_len));
+        live_change(0, len - new_len);
+        if os::PARTIAL_UNMAP || arena::owns(origin) {
+            give_up(tail, len - new_len, origin, may_wait);
+        } else {
+            addr_map::set(Kind::Span, tail, len - new_len, false);
+            os::unmap_part(tail, len - new_len);
+        }
+        (p, (*h).usable)
+    }
+}
+
+/// [`resize`] to a longer span where the block is, with no copy, when no waiting span served
+/// ([`grow_into_waiting`]): into the free run after an arena's span (purged: only the growth
+/// faults in), or by growing a mapping of its own where the address space after it is free. None
+/// when neither can; `(null, 0)` when the growth was had but cannot be recorded (it is given
+/// back).
+///
+/// # Safety
+/// `h` is the header of the live span block `p`, which the caller owns; `new_len` (whole
+/// granules, longer than the span) holds `new_size` bytes at the block's offset.
+unsafe fn grow_in_place(
+    h: *mut Header,
+    p: *mut u8,
+    new_len: usize,
+    new_size: usize,
+) -> Option<(*mut u8, usize)> {
+    // SAFETY: h is live (caller).
+    let (base, len, origin) = unsafe { ((*h).base, (*h).len, (*h).origin) };
+    // SAFETY: base + len is the address just past our span (no overflow: a mapping ends there).
+    let end = unsafe { base.add(len) };
+    if arena::owns(origin) {
+        if !arena::grow_at(end, new_len - len, origin) {
+            return None;
+        }
+        // SAFETY: [end, base + new_len) was taken from the arena for this span: ours, unused,
+        // zero; it is marked, then the span covers it.
         unsafe {
-            let tail = base.add(new_len);
-            (*h).len = new_len;
-            set_usable(h, p, usable_for(new_size, off, new_len));
-            live_change(0, len - new_len);
-            if os::PARTIAL_UNMAP || arena::owns(origin) {
-                give_up(tail, len - new_len, origin, may_wait);
-            } else {
-                addr_map::set(Kind::Span, tail, len - new_len, false);
-                os::unmap_part(tail, len - new_len);
+            if !addr_map::set(Kind::Span, end, new_len - len, true) {
+                arena::give(end, new_len - len, origin);
+                return Some((ptr::null_mut(), 0));
             }
-            return (p, (*h).usable);
+            return Some(grown(h, p, new_len, new_size));
         }
     }
-    // The waiting piece just after the span, of the same mapping: the block grows into it where
-    // it is, with no copy and no call (a buffer grown by doubling out of a span cut from a larger
-    // waiting one grows all the way up this way).
+    // Where the OS can remap: the span must end its mapping, else the call fails and changes
+    // nothing. Never a span of an arena (above): the address space after it is the arena's.
+    // SAFETY: base/len is our span, all of one mapping, and new_len > len.
+    if !unsafe { os::grow_in_place(base, len, new_len) } {
+        return None;
+    }
+    // SAFETY: the mapping now covers [base, base + new_len); the new granules were free.
+    unsafe {
+        if !addr_map::set(Kind::Span, end, new_len - len, true) {
+            // Cannot record it: give the growth back (munmap of our own tail cannot fail).
+            os::unmap_part(end, new_len - len);
+            return Some((ptr::null_mut(), 0));
+        }
+        Some(grown(h, p, new_len, new_size))
+    }
+}
+
+/// [`resize`] to a longer span out of memory that waits for reuse (resident: the growth faults
+/// nothing in), tried before any other growth: the waiting piece just after the span, of the
+/// same mapping, which the block grows into where it is, with no copy and no call (a buffer grown
+/// by doubling out of a span cut from a larger waiting one grows all the way up this way); else a
+/// waiting span that holds the new size (the smallest such, cut to it), which takes a copy of the
+/// block while its own span waits in its place. The block may then grow on into the rest of it
+/// with no call at all (a buffer grown by doubling, as `Vec` does, again and again: glibc's and
+/// musl's realloc fault fresh pages in for each). A copy costs less than the faults it saves:
+/// 1 MiB is ~0.1 ms to copy, and the span that holds twice it ~0.6 ms of faults on this VM.
+/// None when nothing waiting serves.
+///
+/// # Safety
+/// `h` is the header of the live span block `p`, which the caller owns; `new_len` (whole
+/// granules, longer than the span) holds `new_size` bytes at the block's offset.
+unsafe fn grow_into_waiting(
+    h: *mut Header,
+    p: *mut u8,
+    new_len: usize,
+    new_size: usize,
+    may_wait: bool,
+) -> Option<(*mut u8, usize)> {
+    // SAFETY: h is live (caller).
+    let (base, len, origin) = unsafe { ((*h).base, (*h).len, (*h).origin) };
     // SAFETY: base + len is the address just past our span (no overflow: a mapping ends there).
     if cache::take_after(unsafe { base.add(len) }, origin, new_len - len) {
         // SAFETY: [base + len, base + new_len) was taken off the cache: ours, mapped, marked in
         // the address map as a span, unused; the span now covers it.
-        return unsafe { grown(h, p, new_len, new_size) };
+        return Some(unsafe { grown(h, p, new_len, new_size) });
     }
+    let off = p as usize - base as usize;
     let balign = base_align(if off > HEADER { off } else { 1 }, new_len);
-    // A waiting span that holds the new size (the smallest such, cut to it): the block is copied
-    // into it and its own span waits in its place. Its pages are resident, so the growth faults
-    // nothing in, and the block may grow on into the rest of it with no call at all (a buffer
-    // grown by doubling, as `Vec` does, again and again: glibc's and musl's realloc fault fresh
-    // pages in for each). A copy costs less than the faults it saves: 1 MiB is ~0.1 ms to copy,
-    // and the span that holds twice it ~0.6 ms of faults on this VM.
-    if let Some((dst, dst_len, dst_origin)) = cache::take(new_len, balign) {
-        // SAFETY: [dst, dst + dst_len) is a waiting piece taken off the cache: ours, unused,
-        // still marked in the address map, distinct from p's span, and longer than it
-        // (dst_len ≥ new_len > len).
-        return unsafe { copied(h, p, (dst, dst_len, dst_origin), new_size, may_wait) };
-    }
-    // An arena's span grows in place when the run after it is free in the arena (purged: only
-    // the growth faults in, nothing is copied).
-    // SAFETY: base + len is the address just past our span, inside its range or at its end.
-    if arena::owns(origin) && arena::grow_at(unsafe { base.add(len) }, new_len - len, origin) {
-        // SAFETY: [base + len, base + new_len) was taken from the arena for this span: ours,
-        // unused, zero; it is marked, then the span covers it.
-        unsafe {
-            if !addr_map::set(Kind::Span, base.add(len), new_len - len, true) {
-                arena::give(base.add(len), new_len - len, origin);
-                return (ptr::null_mut(), 0);
-            }
-            return grown(h, p, new_len, new_size);
-        }
-    }
-    // Grow in place when the address space after the span is free (where the OS can remap: the
-    // span must end its mapping, else the call fails and changes nothing). Never a span of an
-    // arena: the address space after it is the arena's.
-    // SAFETY: base/len is our span, all of one mapping, and new_len > len.
-    if !arena::owns(origin) && unsafe { os::grow_in_place(base, len, new_len) } {
-        // SAFETY: the mapping now covers [base, base + new_len); the new granules were free.
-        unsafe {
-            if !addr_map::set(Kind::Span, base.add(len), new_len - len, true) {
-                // Cannot record it: give the growth back (munmap of our own tail cannot fail).
-                os::unmap_part(base.add(len), new_len - len);
-                return (ptr::null_mut(), 0);
-            }
-            return grown(h, p, new_len, new_size);
-        }
-    }
-    // Move to a new, suitably aligned place: a new span, then the pages moved there (mremap)
-    // from a mapping of its own into another, or the block copied (an arena's span, into or out
-    // of an arena, or where the OS cannot move pages).
-    // A block that grows out of its span grows again: a mapping of its own (see `alloc_grown`).
+    let (dst, dst_len, dst_origin) = cache::take(new_len, balign)?;
+    // SAFETY: [dst, dst + dst_len) is a waiting piece taken off the cache: ours, unused, still
+    // marked in the address map, distinct from p's span, and longer than it (dst_len ≥ new_len >
+    // len).
+    Some(unsafe { copied(h, p, (dst, dst_len, dst_origin), new_size, may_wait) })
+}
+
+/// [`resize`] to a new, suitably aligned span, when neither waiting memory nor growth in place
+/// served: the pages moved there (mremap) from a mapping of its own into another, or the block
+/// copied (an arena's span, into or out of an arena, or where the OS cannot move pages). A block
+/// that grows out of its span grows again: the new span is a mapping of its own (see
+/// `alloc_grown`). `(null, 0)` when no span can be had (the block stays where it was).
+///
+/// # Safety
+/// `h` is the header of the live span block `p`, which the caller owns; `new_len` (whole
+/// granules, longer than the span) holds `new_size` bytes at the block's offset.
+unsafe fn move_to_new_span(
+    h: *mut Header,
+    p: *mut u8,
+    new_len: usize,
+    new_size: usize,
+    may_wait: bool,
+) -> (*mut u8, usize) {
+    // SAFETY: h is live (caller).
+    let (base, len, origin) = unsafe { ((*h).base, (*h).len, (*h).origin) };
+    let off = p as usize - base as usize;
+    let balign = base_align(if off > HEADER { off } else { 1 }, new_len);
     let Some((dst, dst_origin)) = new_span(new_len, balign, false) else {
         return (ptr::null_mut(), 0);
     };
