@@ -558,23 +558,10 @@ mod tests {
             };
             granules
         ];
-        let base = (64usize << 20) as *mut u8; // never dereferenced: only the index is used
-        let mut a = Arenas {
-            ranges: [NO_RANGE; MAX_RANGES],
-            n: 1,
-            live: 1,
-            idle: 1,
-            idle_max: 1,
-            bins: [NIL; BINS],
-            nonempty: 0,
-            free: 0,
-            total: granules,
-        };
-        a.ranges[0] = Range {
-            base,
-            granules,
-            meta: meta.as_mut_ptr(),
-        };
+        let mut a = one_range(&mut meta);
+        let base = a.ranges[0].base;
+        // All free: the range counts as idle.
+        a.idle = 1;
         a.insert(0, 0, granules);
         // One granule at a time: consecutive, from the start.
         let got: std::vec::Vec<_> = (0..10).map(|_| a.take(1, GRANULE).unwrap()).collect();
