@@ -2,6 +2,11 @@
 //! so that a large block costs no system call in the steady state (issue 42; mimalloc v3's arenas,
 //! jemalloc's extents).
 //!
+//! - **The one way in and out.** Memory for blocks (regions of chunks, spans) is taken by [`take`]
+//!   (length, alignment, kind in the address map, [`Source`]) and given back by [`give`]: each
+//!   piece carries its [`Origin`] (an arena's run, or a mapping of its own, with or without a
+//!   guard below it), so marking, commit, roll-back and the way back are done here once, whatever
+//!   took it. [`extend`] grows a piece in place.
 //! - **Ranges.** The first range is 64 MiB, each next one twice the last, up to 1 GiB (32-bit
 //!   targets: 16 to 64 MiB), aligned to the huge page; one mapping each, kept while the process
 //!   uses it (only address space: what is not in use is purged). Where the OS refuses a range, a
@@ -39,18 +44,19 @@
 //! before it is given back.
 
 use crate::base::lock::{Lock, Rank};
+use crate::chunks::addr_map::{self, Kind};
 use crate::chunks::chunk::CHUNK_SIZE;
 use crate::os;
 use core::ptr;
-use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering::Relaxed};
 
 /// Until when (`os::now_ms`) no new range is asked for ([`REFUSED_PAUSE_MS`]); 0: none refused.
 static REFUSED_UNTIL: AtomicU32 = AtomicU32::new(0);
 
 /// Runs cut from the arenas where memory goes back to the OS ([`os::RETURNS_MEMORY`]).
 pub const ENABLED: bool = os::RETURNS_MEMORY;
-/// The longest run cut from an arena at once (a chunk region; spans take shorter ones, see
-/// `span::ARENA_SPAN`).
+/// The longest run cut from an arena at once (a region of chunks, the longest span); longer
+/// memory is a mapping of its own.
 pub const MAX_RUN: usize = 4 << 20;
 /// The largest alignment of a run cut from an arena (the huge page of x86-64 and of AArch64 with
 /// 4 KiB pages); a span aligned more maps its own memory.
@@ -148,16 +154,87 @@ static ARENAS: Lock<Arenas> = Lock::new(
     },
 );
 
-/// Origins (`span_cache::new_origin`'s numbers) of arena spans: this bit and the range's index.
-/// Pieces of one range join in the span cache as pieces of one mapping do; the span code never
-/// remaps them.
-pub const ORIGIN_TAG: usize = 1 << (usize::BITS - 1);
+/// Where a piece of memory came from, carried with it (a unit's record, a span's header, a waiting
+/// piece) so that one [`give`] returns it whatever took it: a run of an arena's range, or a
+/// mapping of its own (numbered: pieces of one mapping join only with each other, so a span never
+/// spans two of the kernel's mappings), with or without a guard below it (mimalloc's `memid`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(transparent)]
+pub struct Origin(usize);
 
-/// Whether a span of this `origin` was cut from an arena.
-#[inline]
-pub fn owns(origin: usize) -> bool {
-    origin & ORIGIN_TAG != 0
+/// [`Origin`]'s bits: a run (the rest is the range's index), and a mapping with [`GUARD`] below it.
+const RUN: usize = 1 << (usize::BITS - 1);
+const GUARDED: usize = 1 << (usize::BITS - 2);
+
+impl Origin {
+    /// No memory (an empty record's).
+    pub const NONE: Origin = Origin(0);
+
+    /// Mapping number `n` (unit tests' pieces).
+    #[cfg(test)]
+    pub fn numbered(n: usize) -> Origin {
+        Origin(n & !(RUN | GUARDED))
+    }
+
+    /// A run of range `r`.
+    fn run(r: usize) -> Origin {
+        Origin(RUN | r)
+    }
+
+    /// A new mapping of its own: its number is never a run's or a guarded one's (on a 32-bit
+    /// target the count could reach those bits after 2^30 mappings, and wraps below them).
+    pub fn new_mapping() -> Origin {
+        static NEXT: AtomicUsize = AtomicUsize::new(1);
+        Origin(NEXT.fetch_add(1, Relaxed) & !(RUN | GUARDED))
+    }
+
+    /// Whether it is a run of an arena (its address space stays the arena's when given back).
+    #[inline]
+    pub fn is_run(self) -> bool {
+        self.0 & RUN != 0
+    }
+
+    /// Whether a part of it can be given back alone, and its pieces cut and joined: a run of an
+    /// arena everywhere, a mapping where the OS unmaps part of one ([`os::PARTIAL_UNMAP`]; Windows
+    /// releases whole reservations only).
+    #[inline]
+    pub fn cuttable(self) -> bool {
+        os::PARTIAL_UNMAP || self.is_run()
+    }
+
+    /// The same memory past its first unit: its guard goes back with the first (a region's later
+    /// units).
+    pub fn unguarded(self) -> Origin {
+        Origin(self.0 & !GUARDED)
+    }
+
+    fn guarded(self) -> bool {
+        self.0 & GUARDED != 0
+    }
+
+    fn range(self) -> usize {
+        debug_assert!(self.is_run());
+        self.0 & !RUN
+    }
 }
+
+/// Where [`take`] may find memory.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// A run of an arena where one holds the request ([`MAX_RUN`], [`MAX_ALIGN`]), else a mapping
+    /// of its own.
+    Any,
+    /// A mapping of its own (a block that grows out of its span grows again: see
+    /// `span::alloc_grown`).
+    Mapping,
+    /// A mapping of its own with [`GUARD`] bytes below it made inaccessible where the OS can
+    /// (`hardened`'s regions of chunks); where it refuses, the mapping goes unguarded.
+    Guarded,
+}
+
+/// The inaccessible space below a [`Source::Guarded`] mapping: a write up to 2 MiB below its
+/// start faults.
+pub const GUARD: usize = 2 << 20;
 
 fn bin_of(granules: usize) -> usize {
     (granules - 1).min(EXACT_BINS)
@@ -376,12 +453,80 @@ impl Arenas {
     }
 }
 
-/// A run of `len` bytes (whole granules, at most [`MAX_RUN`]) at a multiple of `align` (a power
-/// of two, at most [`MAX_ALIGN`]) cut from an arena, with its origin; its memory is committed and
-/// reads as zero. None when no arena holds it and no new range can be mapped, or the OS refuses
-/// to commit it (the caller maps the span itself).
-pub fn take(len: usize, align: usize) -> Option<(*mut u8, usize)> {
-    debug_assert!(len % GRANULE == 0 && len > 0 && len <= MAX_RUN && align <= MAX_ALIGN);
+/// Takes `len` bytes (whole granules) at a multiple of `align` (a power of two, at least a
+/// granule) for memory of `kind`: a run of an arena, or a mapping of its own, as `source` allows;
+/// committed, zero, and marked `kind` in the address map. The one way memory for blocks is taken
+/// (regions of chunks, spans); [`give`] returns it. None when the OS has no memory, or the address
+/// map cannot mark it (then nothing is kept).
+pub fn take(len: usize, align: usize, kind: Kind, source: Source) -> Option<(*mut u8, Origin)> {
+    debug_assert!(len % GRANULE == 0 && len > 0 && align.is_power_of_two());
+    let fits = source == Source::Any && len <= MAX_RUN && align <= MAX_ALIGN;
+    let (base, origin) = match fits.then(|| take_run(len, align)).flatten() {
+        Some(taken) => taken,
+        None => map_own(len, align, source == Source::Guarded)?,
+    };
+    if addr_map::set(kind, base, len, true) {
+        return Some((base, origin));
+    }
+    // SAFETY: just taken, unused, writable, and not marked.
+    unsafe { release(base, len, origin) };
+    None
+}
+
+/// Gives back for good the memory `[base, base + len)` of `origin`, which [`take`] marked `kind`
+/// (all of it, or a part where `origin` is [`Origin::cuttable`]): out of the address map first
+/// (once given back, another thread may take it and mark it), then a run to its arena
+/// (decommitted, outside the lock: it reads as zero when cut again), a mapping's part to the OS
+/// (with the guard below it, given with its first unit).
+///
+/// # Safety
+/// Taken by [`take`] as `kind` (or pieces of such, joined only within their origin), whole
+/// granules; nothing refers to it any more, and it is writable (not protected).
+pub unsafe fn give(base: *mut u8, len: usize, origin: Origin, kind: Kind) {
+    addr_map::set(kind, base, len, false);
+    // SAFETY: guaranteed by the caller; unmarked above.
+    unsafe { release(base, len, origin) }
+}
+
+/// Takes the `more` bytes (whole granules) just after `[base, base + len)`, memory of `origin`
+/// marked `kind`, where they are free: the run after it in its arena (decommitted there: only what
+/// is touched faults in), or the pages after a mapping of its own where the OS grows it in place
+/// (`mremap`, when the address space after it is free). Zero and marked; false, nothing changed,
+/// otherwise.
+///
+/// # Safety
+/// `[base, base + len)` is ours, of `origin`, marked `kind`; for a mapping, it ends its mapping
+/// (else the OS refuses and nothing changes).
+pub unsafe fn extend(base: *mut u8, len: usize, more: usize, origin: Origin, kind: Kind) -> bool {
+    debug_assert!(more % GRANULE == 0 && !origin.guarded());
+    // SAFETY: base + len is the address just past our memory (no overflow: a mapping ends there).
+    let end = unsafe { base.add(len) };
+    // SAFETY: a mapping of its own, which [base, base + len) ends (caller).
+    let had = if origin.is_run() {
+        take_after(end, more, origin)
+    } else {
+        unsafe { os::grow_in_place(base, len, len + more) }
+    };
+    if !had || addr_map::set(kind, end, more, true) {
+        return had;
+    }
+    // Cannot mark it: the growth goes back (a run to its arena; a mapping's tail, which only a
+    // remap made, to the OS).
+    // SAFETY: [end, end + more) was just had, unused, writable, not marked.
+    unsafe {
+        if origin.is_run() {
+            release(end, more, origin)
+        } else {
+            os::unmap_part(end, more)
+        }
+    }
+    false
+}
+
+/// A run of `len` bytes (whole granules, at most [`MAX_RUN`]) at a multiple of `align` (at most
+/// [`MAX_ALIGN`]) cut from an arena, with its origin; committed, zero. None when no arena holds it
+/// and no new range can be mapped, or the OS refuses to commit it.
+fn take_run(len: usize, align: usize) -> Option<(*mut u8, Origin)> {
     if !ENABLED {
         return None;
     }
@@ -395,10 +540,10 @@ pub fn take(len: usize, align: usize) -> Option<(*mut u8, usize)> {
                 drop(a);
                 // SAFETY: a run just taken: decommitted (or never committed), ours alone.
                 if unsafe { os::commit(p, len) } {
-                    return Some((p, ORIGIN_TAG | r));
+                    return Some((p, Origin::run(r)));
                 }
                 // SAFETY: the run just taken, unused; decommitted still.
-                unsafe { put_back(p, len, ORIGIN_TAG | r) };
+                unsafe { put_back(p, len, Origin::run(r)) };
                 return None;
             }
             a.free_slot()?;
@@ -415,12 +560,39 @@ pub fn take(len: usize, align: usize) -> Option<(*mut u8, usize)> {
     }
 }
 
+/// A mapping of its own of `len` bytes at a multiple of `align`, with [`GUARD`] inaccessible
+/// below it when `guard` and the OS makes one ([`os::HAS_GUARD`]; where it refuses, too many
+/// mappings, the mapping goes unguarded). None when the OS has no memory.
+fn map_own(len: usize, align: usize, guard: bool) -> Option<(*mut u8, Origin)> {
+    let below = if guard && os::HAS_GUARD { GUARD } else { 0 };
+    debug_assert!(below % align == 0 || align > GUARD);
+    let g = os::map_aligned(len + below, align);
+    if g.is_null() {
+        return None;
+    }
+    // SAFETY: [g, g + below) is the start of our own fresh mapping, unused; the memory is the
+    // rest of it (aligned: below is a multiple of align).
+    unsafe {
+        let guarded = below != 0
+            && (os::guard(g, below) || {
+                os::unmap_part(g, below);
+                false
+            });
+        let origin = Origin::new_mapping();
+        let origin = if guarded {
+            Origin(origin.0 | GUARDED)
+        } else {
+            origin
+        };
+        Some((g.add(below), origin))
+    }
+}
+
 /// Takes the `len` bytes (whole granules) at `at` of the arena `origin` when they are all free
-/// there: a span of that arena ending at `at` grows into them in place, with no copy (their memory
-/// reads as zero). False when any of them is in use, or `at` is the range's end.
-pub fn grow_at(at: *mut u8, len: usize, origin: usize) -> bool {
-    debug_assert!(owns(origin) && len % GRANULE == 0);
-    let r = origin & !ORIGIN_TAG;
+/// there, committed (their memory reads as zero). False when any of them is in use, or `at` is
+/// the range's end.
+fn take_after(at: *mut u8, len: usize, origin: Origin) -> bool {
+    let r = origin.range();
     let taken = {
         let mut a = ARENAS.lock();
         let g = (at as usize - a.ranges[r].base as usize) / GRANULE;
@@ -483,28 +655,37 @@ fn grow(want: usize, least: usize) -> bool {
     true
 }
 
-/// Gives the span `[base, base + len)` of `origin` back to its arena: decommitted (its memory goes
-/// back to the OS, outside the lock), then joined with the free runs around it.
+/// What [`take`] had, unmarked, back where it came from (see [`give`]).
 ///
 /// # Safety
-/// The span was cut from the arena `origin` names ([`take`], or pieces of such spans joined),
-/// whole granules; nothing refers to it any more, and it is writable (not protected).
-pub unsafe fn give(base: *mut u8, len: usize, origin: usize) {
-    debug_assert!(owns(origin));
-    // SAFETY: the span is ours and unused (caller).
+/// As [`give`]'s, and out of the address map.
+unsafe fn release(base: *mut u8, len: usize, origin: Origin) {
+    // SAFETY: ours and unused (caller). A mapping's part can go back alone where the OS unmaps
+    // parts (elsewhere a mapping is never cut: this is all of it); its guard goes with its first
+    // unit, which starts where the guard ends.
     unsafe {
-        os::decommit(base, len);
-        put_back(base, len, origin);
+        if origin.is_run() {
+            os::decommit(base, len);
+            return put_back(base, len, origin);
+        }
+        if os::PARTIAL_UNMAP {
+            os::unmap_part(base, len)
+        } else {
+            os::unmap(base, len)
+        }
+        if origin.guarded() {
+            os::unmap_part(base.sub(GUARD), GUARD)
+        }
     }
 }
 
-/// [`give`]'s second half: the decommitted run back in the index (and its range back to the OS
-/// when that frees it and enough are idle).
+/// [`release`]'s second half for a run: the decommitted run back in the index (and its range
+/// back to the OS when that frees it and enough are idle).
 ///
 /// # Safety
-/// As [`give`], the run decommitted.
-unsafe fn put_back(base: *mut u8, len: usize, origin: usize) {
-    let r = origin & !ORIGIN_TAG;
+/// As [`release`]'s, the run decommitted.
+unsafe fn put_back(base: *mut u8, len: usize, origin: Origin) {
+    let r = origin.range();
     let gone = {
         let mut a = ARENAS.lock();
         let g = (base as usize - a.ranges[r].base as usize) / GRANULE;

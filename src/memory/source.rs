@@ -26,9 +26,10 @@
 
 use crate::base::lock::{Lock, Rank};
 use crate::checks::hardened;
-use crate::chunks::addr_map::{self, Kind};
+use crate::chunks::addr_map::Kind;
 use crate::chunks::chunk::{self, CHUNK_SIZE, Chunk};
-use crate::{base::settings, memory::arena, os};
+use crate::memory::arena::{self, Origin};
+use crate::{base::settings, os};
 use core::ptr;
 use core::sync::atomic::{AtomicUsize, Ordering};
 
@@ -51,23 +52,20 @@ const UNIT: usize = UNIT_CHUNKS * CHUNK_SIZE;
 /// Every chunk of a unit free.
 const ALL: u8 = (((1u16 << UNIT_CHUNKS) - 1) & 0xff) as u8;
 const _: () = assert!(UNIT_CHUNKS <= 8 && (REGION_CHUNKS * CHUNK_SIZE) % UNIT == 0);
-/// With `hardened` on 64-bit targets where regions hold 16 chunks: address space made inaccessible
-/// just below each region (mapped with it, unmapped with its first unit), so that a write below
+/// With `hardened` on 64-bit targets where regions hold 16 chunks, each region is a mapping of
+/// its own with [`arena::GUARD`] (2 MiB) of address space made inaccessible just below it (mapped
+/// with it, unmapped with its first unit: [`arena::Source::Guarded`]), so that a write below
 /// the region's first chunk faults, up to 2 MiB below, where it would otherwise land in whatever
 /// the OS mapped there (the address map, another region): the underflow of a program's first block
 /// of a size, by a store or `memcpy`, or a megabyte below it (issue 41). No memory, no instruction
 /// on the allocation path: one `mprotect` per region and a mapping of its own. Not on 32-bit
 /// targets, whose address space is too small to give a third of it to guards, nor where the OS
 /// has no guard ([`os::HAS_GUARD`]: a region would then not start at its reservation).
-const GUARD: usize = if cfg!(feature = "hardened")
+const GUARDED: bool = cfg!(feature = "hardened")
     && cfg!(target_pointer_width = "64")
     && REGION_CHUNKS == 16
-    && os::HAS_GUARD
-{
-    UNIT
-} else {
-    0
-};
+    && os::HAS_GUARD;
+const _: () = assert!(arena::GUARD % UNIT == 0);
 /// Whole free units (purged) kept mapped for reuse, 256 MiB of address space; beyond, a unit that
 /// becomes free is unmapped.
 const FREE_UNITS_MAX: usize = 1024 / UNIT_CHUNKS;
@@ -103,11 +101,9 @@ struct Unit {
     huge: bool,
     /// A chunk of it was purged alone since it was last purged whole (its huge page was split).
     split: bool,
-    /// The first unit of a region with a [`GUARD`] below it, unmapped with the unit.
-    guard: bool,
-    /// The arena its region was cut from ([`arena::owns`]), to which it goes back; else 0, a
-    /// mapping of its own.
-    origin: usize,
+    /// Where its region came from (an arena's run, or a mapping of its own; the first unit of a
+    /// region with a guard below it ([`GUARDED`]) carries the guard), where it goes back ([`arena::give`]).
+    origin: Origin,
     /// Its neighbours (their bases; null at an end) in its bucket's list, while it has a free
     /// chunk ([`bucket`]).
     next: *mut u8,
@@ -183,21 +179,9 @@ impl After {
                 purged_unit(base);
             }
             // SAFETY: a whole, UNIT-aligned part of a region of ours (the whole region where a
-            // region is one unit), which nobody refers to or can find; one cut from an arena goes
-            // back to it (purged there), its address space kept for the next region or span.
-            After::Release(u) => unsafe {
-                if arena::owns(u.origin) {
-                    arena::give(u.base, UNIT, u.origin)
-                } else if UNIT == REGION_CHUNKS * CHUNK_SIZE {
-                    os::unmap(u.base, UNIT)
-                } else {
-                    os::unmap_part(u.base, UNIT)
-                }
-                if u.guard {
-                    // Its guard, part of the same mapping, which nothing uses.
-                    os::unmap_part(u.base.sub(GUARD), GUARD)
-                }
-            },
+            // region is one unit), which nobody refers to; one cut from an arena goes back to it
+            // (purged there), its address space kept for the next region or span.
+            After::Release(u) => unsafe { arena::give(u.base, UNIT, u.origin, Kind::Chunk) },
         }
     }
 }
@@ -299,7 +283,7 @@ impl Regions {
 
     /// Records the region `[m, m + len)`, whole units, in a table with room for them
     /// ([`room_for`](Self::room_for) is None).
-    fn insert(&mut self, m: *mut u8, len: usize, huge: bool, guard: bool, origin: usize) {
+    fn insert(&mut self, m: *mut u8, len: usize, huge: bool, origin: Origin) {
         let k = len / UNIT;
         assert!(
             self.n + k <= self.cap,
@@ -318,8 +302,7 @@ impl Regions {
                     dirty: 0,
                     huge,
                     split: false,
-                    guard: guard && i == 0,
-                    origin,
+                    origin: if i == 0 { origin } else { origin.unguarded() },
                     next: ptr::null_mut(),
                     prev: ptr::null_mut(),
                 });
@@ -460,8 +443,6 @@ impl Regions {
     /// Nobody refers to any chunk of the unit; it is out of its bucket ([`Regions::unlink`]).
     unsafe fn remove(&mut self, i: usize) -> Unit {
         let u = self.units()[i];
-        // Not ours any more: a pointer into it is foreign from now on (the OS may map it to anyone).
-        addr_map::set(Kind::Chunk, u.base, UNIT, false);
         // SAFETY: i < n: the records after it move down within the table.
         unsafe { ptr::copy(self.units.add(i + 1), self.units.add(i), self.n - i - 1) };
         self.n -= 1;
@@ -495,14 +476,14 @@ fn dirty_bound() -> usize {
 /// Records the region `[m, m + len)` in the shared table: when the table must grow, the larger
 /// one is mapped without the lock, put in place under it, and the old one unmapped after (so no
 /// system call is made under the region lock). False when the OS refuses the larger table.
-fn record(m: *mut u8, len: usize, huge: bool, guard: bool, origin: usize) -> bool {
+fn record(m: *mut u8, len: usize, huge: bool, origin: Origin) -> bool {
     let k = len / UNIT;
     loop {
         let cap = {
             let mut r = REGIONS.lock();
             match r.room_for(k) {
                 None => {
-                    r.insert(m, len, huge, guard, origin);
+                    r.insert(m, len, huge, origin);
                     return true;
                 }
                 Some(cap) => cap,
@@ -529,9 +510,10 @@ fn record(m: *mut u8, len: usize, huge: bool, guard: bool, origin: usize) -> boo
     }
 }
 
-/// Maps a region of `len` bytes of chunks (UNIT-aligned) without the regions' lock, marks them
-/// ours in the address map, then records its units under the lock; false when the OS has no
-/// memory.
+/// Takes a region of `len` bytes of chunks (UNIT-aligned; from an arena, no system call once the
+/// arenas hold the heap, unless it needs a guard below it, which an arena's runs do not have),
+/// marked ours in the address map, then records its units under the lock; false when the OS has
+/// no memory.
 fn map_region(len: usize) -> bool {
     // The setting first: with huge pages off (the default) the OS is not asked their size.
     let huge = match settings::huge_pages() {
@@ -541,69 +523,19 @@ fn map_region(len: usize) -> bool {
             MAPPED.load(Ordering::Relaxed) >= m.saturating_mul((1 << 20) / CHUNK_SIZE)
         }
     } && units_hold_huge_pages(os::huge_page_size());
-    // From an arena (no system call once the arenas hold the heap), unless the region needs a
-    // guard below it, which an arena's runs do not have.
-    if GUARD == 0 && len <= arena::MAX_RUN {
-        if let Some((m, origin)) = arena::take(len, UNIT) {
-            return region_at(m, len, huge, origin);
-        }
-    }
-    let g = os::map_aligned(len + GUARD, UNIT);
-    if g.is_null() {
-        return false;
-    }
-    // SAFETY: [g, g + GUARD) is the start of our own fresh mapping, UNIT-aligned, unused. Where the
-    // OS refuses (too many mappings), it goes and the region goes unguarded.
-    let guard = GUARD != 0
-        && unsafe {
-            os::guard(g, GUARD) || {
-                os::unmap_part(g, GUARD);
-                false
-            }
-        };
-    // SAFETY: the region is the rest of the mapping.
-    let m = unsafe { g.add(GUARD) };
-    // The whole of what is still mapped, guard included, on the failures below.
-    let unmap_all = || {
-        // SAFETY: our own fresh mapping, unknown to anyone.
-        unsafe {
-            if guard {
-                os::unmap(g, len + GUARD)
-            } else {
-                os::unmap(m, len)
-            }
-        }
+    let source = if GUARDED {
+        arena::Source::Guarded
+    } else {
+        arena::Source::Any
     };
-    // SAFETY: our own fresh mapping, of whole units, UNIT-aligned: whole huge pages (when huge).
-    let huge = huge && unsafe { os::advise_huge(m, len) };
-    if !addr_map::set(Kind::Chunk, m, len, true) {
-        unmap_all();
+    let Some((m, origin)) = arena::take(len, UNIT, Kind::Chunk, source) else {
         return false;
-    }
-    if !record(m, len, huge, guard, 0) {
-        addr_map::set(Kind::Chunk, m, len, false);
-        unmap_all();
-        return false;
-    }
-    hardened::init_link_keys();
-    MAPPED.fetch_add(len / CHUNK_SIZE, Ordering::Relaxed);
-    true
-}
-
-/// [`map_region`]'s work for a region `[m, m + len)` cut from the arena `origin` (zeroed, whole
-/// units, UNIT-aligned); false, the region given back, when it cannot be recorded.
-fn region_at(m: *mut u8, len: usize, huge: bool, origin: usize) -> bool {
-    // SAFETY: our own run of an arena, of whole units, UNIT-aligned: whole huge pages (when huge).
-    let huge = huge && unsafe { os::advise_huge(m, len) };
-    let recorded = addr_map::set(Kind::Chunk, m, len, true) && {
-        record(m, len, huge, false, origin) || {
-            addr_map::set(Kind::Chunk, m, len, false);
-            false
-        }
     };
-    if !recorded {
-        // SAFETY: just cut from that arena, unused, writable.
-        unsafe { arena::give(m, len, origin) };
+    // SAFETY: our own fresh memory, of whole units, UNIT-aligned: whole huge pages (when huge).
+    let huge = huge && unsafe { os::advise_huge(m, len) };
+    if !record(m, len, huge, origin) {
+        // SAFETY: just taken as chunks, unused, writable.
+        unsafe { arena::give(m, len, origin, Kind::Chunk) };
         return false;
     }
     hardened::init_link_keys();
@@ -849,7 +781,7 @@ mod tests {
                 }
             }
         }
-        r.insert(m, len, huge, false, 0);
+        r.insert(m, len, huge, Origin::new_mapping());
     }
 
     /// [`Regions::give_back`], then what it leaves to do (no lock here: the table is local).

@@ -27,7 +27,7 @@
 
 use crate::chunks::addr_map::{self, Kind};
 use crate::chunks::chunk::CHUNK_SIZE;
-use crate::memory::arena;
+use crate::memory::arena::{self, Origin};
 use crate::memory::span_cache::{self as cache, live_change};
 use crate::{checks::hardened, os};
 use core::ptr;
@@ -51,9 +51,9 @@ struct Header {
     /// than the span: programs size their buffers and their memory accounting by it (redis's
     /// `used_memory` sums `malloc_usable_size`).
     usable: usize,
-    /// The mapping the span is part of (`span_cache::new_origin`): freed, it joins only waiting
-    /// pieces of the same one.
-    origin: usize,
+    /// The arena or mapping the span is part of: freed, it joins only waiting pieces of the same
+    /// one, and goes back there ([`arena::give`]).
+    origin: Origin,
 }
 
 /// The usable size of a block of `size` bytes at offset `off` in a span of `len` bytes.
@@ -150,39 +150,21 @@ fn alloc_in(size: usize, align: usize, arena_ok: bool) -> (*mut u8, bool) {
     }
 }
 
-/// The longest span cut from an arena; longer ones map their own memory.
-const ARENA_SPAN: usize = 4 << 20;
-
 /// A span of `len` bytes at a multiple of `balign` that no waiting span held: cut from an arena
-/// where it is short enough (no system call in the steady state), else a mapping of its own;
-/// marked in the address map, its memory zero (not from an arena unless `arena_ok`). None when
-/// out of memory.
-fn new_span(len: usize, balign: usize, arena_ok: bool) -> Option<(*mut u8, usize)> {
-    if arena_ok && len <= ARENA_SPAN && balign <= arena::MAX_ALIGN {
-        if let Some((b, origin)) = arena::take(len, balign) {
-            if addr_map::set(Kind::Span, b, len, true) {
-                return Some((b, origin));
-            }
-            // SAFETY: just cut from that arena, unused, writable.
-            unsafe { arena::give(b, len, origin) };
-            return None;
-        }
-    }
-    let b = os::map_aligned(len, balign);
-    if b.is_null() {
-        return None;
-    }
-    if !addr_map::set(Kind::Span, b, len, true) {
-        // SAFETY: our own fresh mapping, unknown to anyone.
-        unsafe { os::unmap(b, len) };
-        return None;
-    }
-    Some((b, cache::new_origin()))
+/// where it is short enough (no system call in the steady state) and `arena_ok`, else a mapping of
+/// its own ([`arena::take`]); marked in the address map, its memory zero. None when out of memory.
+fn new_span(len: usize, balign: usize, arena_ok: bool) -> Option<(*mut u8, Origin)> {
+    let source = if arena_ok {
+        arena::Source::Any
+    } else {
+        arena::Source::Mapping
+    };
+    arena::take(len, balign, Kind::Span, source)
 }
 
 /// # Safety
 /// `p - HEADER .. p` must lie in the span `[base, base + len)`, which the caller owns.
-unsafe fn write_header(p: *mut u8, base: *mut u8, len: usize, usable: usize, origin: usize) {
+unsafe fn write_header(p: *mut u8, base: *mut u8, len: usize, usable: usize, origin: Origin) {
     // SAFETY: guaranteed by the caller; the header is 8-aligned since p is 64-aligned.
     unsafe {
         p.sub(HEADER).cast::<Header>().write(Header {
@@ -269,7 +251,7 @@ pub unsafe fn stays(p: *mut u8, new_size: usize) -> bool {
 ///
 /// # Safety
 /// The span is ours, whole granules, unused, and out of every header.
-unsafe fn give_up(base: *mut u8, len: usize, origin: usize, may_wait: bool) {
+unsafe fn give_up(base: *mut u8, len: usize, origin: Origin, may_wait: bool) {
     // SAFETY: forwarded.
     unsafe { cache::put(base, len, origin, may_wait, SMALL_SPAN) };
 }
@@ -358,7 +340,7 @@ unsafe fn shrink(
         (*h).len = new_len;
         set_usable(h, p, usable_for(new_size, off, new_len));
         live_change(0, len - new_len);
-        if os::PARTIAL_UNMAP || arena::owns(origin) {
+        if origin.cuttable() {
             give_up(tail, len - new_len, origin, may_wait);
         } else {
             addr_map::set(Kind::Span, tail, len - new_len, false);
@@ -370,9 +352,8 @@ unsafe fn shrink(
 
 /// [`resize`] to a longer span where the block is, with no copy, when no waiting span served
 /// ([`grow_into_waiting`]): into the free run after an arena's span (purged: only the growth
-/// faults in), or by growing a mapping of its own where the address space after it is free. None
-/// when neither can; `(null, 0)` when the growth was had but cannot be recorded (it is given
-/// back).
+/// faults in), or by growing a mapping of its own where the address space after it is free
+/// ([`arena::extend`]). None when neither can.
 ///
 /// # Safety
 /// `h` is the header of the live span block `p`, which the caller owns; `new_len` (whole
@@ -383,38 +364,13 @@ unsafe fn grow_in_place(
     new_len: usize,
     new_size: usize,
 ) -> Option<(*mut u8, usize)> {
-    // SAFETY: h is live (caller).
-    let (base, len, origin) = unsafe { ((*h).base, (*h).len, (*h).origin) };
-    // SAFETY: base + len is the address just past our span (no overflow: a mapping ends there).
-    let end = unsafe { base.add(len) };
-    if arena::owns(origin) {
-        if !arena::grow_at(end, new_len - len, origin) {
-            return None;
-        }
-        // SAFETY: [end, base + new_len) was taken from the arena for this span: ours, unused,
-        // zero; it is marked, then the span covers it.
-        unsafe {
-            if !addr_map::set(Kind::Span, end, new_len - len, true) {
-                arena::give(end, new_len - len, origin);
-                return Some((ptr::null_mut(), 0));
-            }
-            return Some(grown(h, p, new_len, new_size));
-        }
-    }
-    // Where the OS can remap: the span must end its mapping, else the call fails and changes
-    // nothing. Never a span of an arena (above): the address space after it is the arena's.
-    // SAFETY: base/len is our span, all of one mapping, and new_len > len.
-    if !unsafe { os::grow_in_place(base, len, new_len) } {
-        return None;
-    }
-    // SAFETY: the mapping now covers [base, base + new_len); the new granules were free.
+    // SAFETY: h is live (caller): its span is ours, marked as one; a mapping's span is all of it
+    // or its first part (never cut on the OS that cannot unmap parts), and the OS refuses to grow
+    // it unless it ends the mapping. Once extended, the new granules are ours, zero and marked.
     unsafe {
-        if !addr_map::set(Kind::Span, end, new_len - len, true) {
-            // Cannot record it: give the growth back (munmap of our own tail cannot fail).
-            os::unmap_part(end, new_len - len);
-            return Some((ptr::null_mut(), 0));
-        }
-        Some(grown(h, p, new_len, new_size))
+        let (base, len, origin) = ((*h).base, (*h).len, (*h).origin);
+        arena::extend(base, len, new_len - len, origin, Kind::Span)
+            .then(|| grown(h, p, new_len, new_size))
     }
 }
 
@@ -479,7 +435,7 @@ unsafe fn move_to_new_span(
     let Some((dst, dst_origin)) = new_span(new_len, balign, false) else {
         return (ptr::null_mut(), 0);
     };
-    if arena::owns(origin) || arena::owns(dst_origin) {
+    if origin.is_run() || dst_origin.is_run() {
         // SAFETY: dst is a new span of ours, unused, distinct from p's and longer than it.
         return unsafe { copied(h, p, (dst, new_len, dst_origin), new_size, may_wait) };
     }
@@ -538,7 +494,7 @@ unsafe fn grown(h: *mut Header, p: *mut u8, new_len: usize, new_size: usize) -> 
 unsafe fn copied(
     h: *mut Header,
     p: *mut u8,
-    (dst, dst_len, dst_origin): (*mut u8, usize, usize),
+    (dst, dst_len, dst_origin): (*mut u8, usize, Origin),
     new_size: usize,
     may_wait: bool,
 ) -> (*mut u8, usize) {
@@ -796,7 +752,7 @@ pub(crate) mod tests {
         assert_eq!(cache::waiting().0, 0);
     }
 
-    /// Spans up to [`ARENA_SPAN`] are cut from the arenas: a heap of them built, freed and
+    /// Spans up to [`arena::MAX_RUN`] are cut from the arenas: a heap of them built, freed and
     /// built again maps no new range the second time, and each span handed out reads as zero
     /// (fresh from a range, or purged before it went back).
     #[test]
@@ -828,10 +784,9 @@ pub(crate) mod tests {
                 .map(|i| {
                     let (p, fresh) = alloc(sizes(i), 16);
                     assert!(!p.is_null());
-                    let from_arena = arena::owns(
-                        // SAFETY: p is live: its header is readable.
-                        unsafe { (*p.wrapping_sub(HEADER).cast::<Header>()).origin },
-                    );
+                    // SAFETY: p is live: its header is readable.
+                    let origin = unsafe { (*p.wrapping_sub(HEADER).cast::<Header>()).origin };
+                    let from_arena = origin.is_run();
                     assert!(from_arena, "a span of {} B from an arena", sizes(i));
                     if fresh {
                         // SAFETY: p holds sizes(i) bytes.

@@ -9,7 +9,7 @@
 //! of the kernel's mappings, so it can always be moved or grown by one `mremap`. Where the OS
 //! cannot unmap part of a mapping (Windows releases whole reservations only: `os::PARTIAL_UNMAP`
 //! is false) a span of its own mapping is never cut or joined: a request takes a whole waiting
-//! span of nearly its size. Spans cut from an arena are cut and joined everywhere ([`cuttable`]):
+//! span of nearly its size. Spans cut from an arena are cut and joined everywhere ([`Origin::cuttable`]):
 //! the arena takes back any run of its granules.
 //!
 //! With `hardened` a request cut from a waiting span longer than it starts a granule into it
@@ -26,7 +26,7 @@
 use crate::base::lock::{Lock, Rank};
 use crate::chunks::addr_map::{self, Kind};
 use crate::chunks::chunk::CHUNK_SIZE;
-use crate::memory::arena;
+use crate::memory::arena::{self, Origin};
 use crate::{checks::hardened, os};
 use core::mem::MaybeUninit;
 use core::ptr;
@@ -42,19 +42,12 @@ const MIN_BYTES: usize = 16 << 20;
 const MAX_BYTES: usize = 1 << 30;
 
 /// Where a request is cut from a waiting span that holds it and a granule more: that far into the
-/// span (`hardened`, where the span can be cut: [`cuttable`]), else at its start.
+/// span (`hardened`, where the span can be cut: [`Origin::cuttable`]), else at its start.
 const SKIP: usize = if cfg!(feature = "hardened") {
     CHUNK_SIZE
 } else {
     0
 };
-
-/// Whether waiting spans of `origin` may be cut and joined: where the OS unmaps part of a mapping,
-/// and spans of an arena everywhere.
-#[inline]
-fn cuttable(origin: usize) -> bool {
-    os::PARTIAL_UNMAP || arena::owns(origin)
-}
 
 /// The bytes of live spans (their whole lengths): the budget follows them.
 static LIVE: AtomicUsize = AtomicUsize::new(0);
@@ -78,21 +71,13 @@ fn budget(freeing: usize) -> usize {
         .clamp(MIN_BYTES, MAX_BYTES)
 }
 
-/// A new mapping's `origin`: pieces join only with pieces of the same one. Never an arena's (its
-/// tag bit clear): on a 32-bit target the count could reach that bit after 2^31 mappings, and
-/// wraps below it instead.
-pub fn new_origin() -> usize {
-    static NEXT: AtomicUsize = AtomicUsize::new(1);
-    NEXT.fetch_add(1, Relaxed) & !arena::ORIGIN_TAG
-}
-
 /// A freed span (or a piece of one) waiting for reuse.
 #[derive(Clone, Copy)]
 struct Waiting {
     base: *mut u8,
     len: usize,
-    /// The mapping it is part of ([`new_origin`]).
-    origin: usize,
+    /// The mapping or arena it is part of.
+    origin: Origin,
     /// When it was freed ([`os::now_ms`]). The clock wraps (every 49.7 days): times are compared
     /// only as ages, `now.wrapping_sub(at)` ([`Waiting::age`]), never as they read.
     at: u32,
@@ -136,7 +121,7 @@ impl Waiting {
 const NONE: Waiting = Waiting {
     base: ptr::null_mut(),
     len: 0,
-    origin: 0,
+    origin: Origin::NONE,
     at: 0,
 };
 
@@ -211,7 +196,7 @@ impl Cache {
         let mut i = 0;
         while i < self.n {
             let e = self.entries[i];
-            if cuttable(s.origin)
+            if s.origin.cuttable()
                 && e.origin == s.origin
                 && (e.end() == s.base as usize || s.end() == e.base as usize)
             {
@@ -271,14 +256,14 @@ impl Cache {
 /// it, where it is long enough), with their length and origin; None when none holds them. Where
 /// nothing can be cut, a whole waiting span based at a multiple of `align`, of `len` to
 /// `len + len / 4` bytes.
-pub fn take(len: usize, align: usize) -> Option<(*mut u8, usize, usize)> {
+pub fn take(len: usize, align: usize) -> Option<(*mut u8, usize, Origin)> {
     let mut out = Out::new();
     let got = {
         let mut c = CACHE.lock();
         let mut best: Option<(usize, usize)> = None;
         for i in 0..c.n {
             let s = c.entries[i];
-            let Some(at) = s.fit(len, align, cuttable(s.origin)) else {
+            let Some(at) = s.fit(len, align, s.origin.cuttable()) else {
                 continue;
             };
             if best.is_none_or(|(b, _)| c.entries[b].len > s.len) {
@@ -287,7 +272,7 @@ pub fn take(len: usize, align: usize) -> Option<(*mut u8, usize, usize)> {
         }
         best.map(|(i, at)| {
             let s = c.remove(i);
-            if !cuttable(s.origin) {
+            if !s.origin.cuttable() {
                 return (s.base, s.len, s.origin);
             }
             c.cut(s, at, len, &mut out);
@@ -301,8 +286,8 @@ pub fn take(len: usize, align: usize) -> Option<(*mut u8, usize, usize)> {
 
 /// The `len` bytes at `at`, when a waiting piece of mapping `origin` starts there and holds them
 /// (the rest of it waits on): a span ending at `at` grows into them in place.
-pub fn take_after(at: *mut u8, origin: usize, len: usize) -> bool {
-    if !cuttable(origin) {
+pub fn take_after(at: *mut u8, origin: Origin, len: usize) -> bool {
+    if !origin.cuttable() {
         return false;
     }
     let mut out = Out::new();
@@ -323,11 +308,11 @@ pub fn take_after(at: *mut u8, origin: usize, len: usize) -> bool {
 
 /// The largest waiting span of at least `min` bytes, whole, with its origin (to be grown by
 /// a remap: its resident pages come along).
-pub fn take_largest(min: usize) -> Option<(*mut u8, usize, usize)> {
+pub fn take_largest(min: usize) -> Option<(*mut u8, usize, Origin)> {
     let s = {
         let mut c = CACHE.lock();
         let i = (0..c.n)
-            .filter(|&i| c.entries[i].len >= min && !arena::owns(c.entries[i].origin))
+            .filter(|&i| c.entries[i].len >= min && !c.entries[i].origin.is_run())
             .max_by_key(|&i| c.entries[i].len)?;
         c.remove(i)
     };
@@ -336,7 +321,7 @@ pub fn take_largest(min: usize) -> Option<(*mut u8, usize, usize)> {
 
 /// A piece taken off the cache becomes writable again (`hardened-full` protects waiting spans);
 /// false, and the piece released, when the OS refused.
-fn reused(p: *mut u8, len: usize, origin: usize) -> bool {
+fn reused(p: *mut u8, len: usize, origin: Origin) -> bool {
     if hardened::on_span_reused(p, len) {
         return true;
     }
@@ -352,7 +337,7 @@ fn reused(p: *mut u8, len: usize, origin: usize) -> bool {
 ///
 /// # Safety
 /// The span is ours, whole granules, and unused.
-pub unsafe fn put(base: *mut u8, len: usize, origin: usize, may_wait: bool, small: usize) {
+pub unsafe fn put(base: *mut u8, len: usize, origin: Origin, may_wait: bool, small: usize) {
     let mut out = Out::new();
     let s = Waiting {
         base,
@@ -371,28 +356,21 @@ pub unsafe fn put(base: *mut u8, len: usize, origin: usize, may_wait: bool, smal
     out.release();
 }
 
-/// Gives the span (or piece) `[base, base + len)` of `origin` back for good: out of the address
-/// map, then to its arena (purged) or, a mapping of its own, to the OS.
+/// Gives the span (or piece) `[base, base + len)` of `origin` back for good ([`arena::give`]).
 ///
 /// # Safety
 /// The span is ours, whole granules, and unused.
-pub unsafe fn release(base: *mut u8, len: usize, origin: usize) {
-    // Out of the map first: once given back, another thread may take it and mark it.
-    addr_map::set(Kind::Span, base, len, false);
-    if !arena::owns(origin) {
-        // SAFETY: guaranteed by the caller.
-        return unsafe { os::unmap(base, len) };
-    }
+pub unsafe fn release(base: *mut u8, len: usize, origin: Origin) {
     // An arena hands out writable runs: a piece protected while it waited (`hardened-full`) is
     // made writable first. Where the OS refuses, its address space is given up instead (the
-    // arena never sees it again).
-    if hardened::on_span_reused(base, len) {
-        // SAFETY: cut from that arena (pieces join only within their origin), unused, writable.
-        unsafe { arena::give(base, len, origin) };
-    } else {
-        // SAFETY: a page-aligned part of the arena's mapping that nothing refers to.
-        unsafe { os::unmap_part(base, len) };
+    // arena never sees it again). A mapping of its own goes whatever its protection.
+    if origin.is_run() && !hardened::on_span_reused(base, len) {
+        addr_map::set(Kind::Span, base, len, false);
+        // SAFETY: a page-aligned part of the arena's mapping that nothing refers to, unmarked.
+        return unsafe { os::unmap_part(base, len) };
     }
+    // SAFETY: taken as a span (pieces join only within their origin), unused, writable.
+    unsafe { arena::give(base, len, origin, Kind::Span) }
 }
 
 /// Unmaps the waiting spans that waited `delay_ms` or longer (all of them when `delay_ms` is 0).
@@ -438,7 +416,7 @@ mod tests {
         Waiting {
             base: base as *mut u8,
             len,
-            origin,
+            origin: Origin::numbered(origin),
             at,
         }
     }
