@@ -28,7 +28,9 @@
 //!   over memory the program gives).
 //! - **arena** (`memory/arena.rs`): address space reserved from the OS in large **ranges** (64 MiB
 //!   to 1 GiB), cut into **runs** of granules for chunk regions and spans, and given runs back
-//!   (purged); its free runs are found through **bins** (exact lengths, a bitmap), never a scan.
+//!   (purged); its free runs are found through lists by length (a bitmap of the non-empty ones),
+//!   never a scan. The one way memory for blocks is taken and given back: each piece carries its
+//!   **origin** (an arena's run, or a mapping of its own).
 //! - **carve**: to link never-used slots of a chunk onto its free list, at most 4 KiB of them at a
 //!   time, so untouched memory stays out of RSS. 4 KiB is a fixed byte count, not the **OS page**,
 //!   which is 4 KiB to 64 KiB depending on the system and is read at run time.
@@ -58,9 +60,14 @@
 //!   chunk regions (`memory/source.rs`), whose 2 MiB **units** hold the chunks no one holds
 //!   (never handed out, or given back: purged, or kept resident inside a huge page), handed out
 //!   again fullest unit first.
-//! - **purge**: to give a range's pages back to the OS but keep it mapped (`madvise` on Linux); the
-//!   **purger** (`memory/purge.rs`) is the background thread that purges retained chunks and
-//!   waiting spans after the purge delay, reaps abandoned chunks and trims the system allocator.
+//! - Three verbs for memory going back, each used one way: to **release** a chunk or span is to
+//!   let it go to the layer below, which may keep it waiting for reuse (`chunk_lists::release`,
+//!   `span::release`); to **give** memory back is for good, to where it came from (a chunk to its
+//!   unit, a run to its arena, a mapping to the OS: `source::give_chunks`, `arena::give`); to
+//!   **purge** is to give a range's pages back to the OS but keep it mapped (`madvise` on Linux).
+//!   The **purger** (`memory/purge.rs`) is the background thread that gives back retained chunks
+//!   and waiting spans after the purge delay, reaps abandoned chunks and trims the system
+//!   allocator.
 //! - **large block**: a request above 64 KiB or aligned above what a class gives, served by a
 //!   **span**: whole granules of an arena's run or of a mapping of its own, a header then the block (by `raw`, feature
 //!   `raw`: the size-less interface behind the C library `poolalloc-c`, which replaces `malloc`

@@ -15,7 +15,10 @@
 
 use crate::base::size_class::{self, class_of};
 use crate::chunks::addr_map::{self, Kind};
-use crate::{api::stats, base::settings, checks, chunks::chunk, memory::large, os, thread::heap};
+use crate::{
+    api::stats, base::settings, checks, chunks::chunk, memory::large, memory::span, os,
+    thread::heap,
+};
 use core::alloc::Layout;
 use core::ptr;
 
@@ -67,7 +70,7 @@ fn new_large(size: usize, align: usize, how: Large) -> *mut u8 {
     };
     if !p.is_null() {
         // SAFETY: p is a live span block just allocated.
-        heap::count_large(true, unsafe { large::span_usable(p) });
+        heap::count_large(true, unsafe { span::usable(p) });
     }
     p
 }
@@ -130,7 +133,7 @@ fn owner(p: *mut u8) -> Owner {
     match addr_map::kind_of(p) {
         // SAFETY: the map says p's granule is one of our mapped chunks, so its header is readable.
         Kind::Chunk => Owner::Small(unsafe { (*chunk::of(p)).class } as usize),
-        Kind::Span if large::is_span_block(p) => Owner::Large,
+        Kind::Span if span::is_block(p) => Owner::Large,
         Kind::Span => {
             checks::on_invalid_pointer(p, "free or realloc");
             Owner::Foreign
@@ -220,7 +223,7 @@ pub unsafe fn usable_size(p: *mut u8) -> Option<usize> {
     match owner(p) {
         Owner::Small(c) => Some(size_class::size_of(c)),
         // SAFETY: a live span block (owner checked its header).
-        Owner::Large => Some(unsafe { large::span_usable(p) }),
+        Owner::Large => Some(unsafe { span::usable(p) }),
         Owner::Foreign => None,
     }
 }
@@ -252,11 +255,11 @@ pub unsafe fn realloc(p: *mut u8, new_size: usize, align: usize) -> *mut u8 {
         }
         Owner::Large => {
             // SAFETY: a live span block.
-            if unsafe { large::span_stays(p, new_size) } {
+            if unsafe { span::stays(p, new_size) } {
                 return resized_in_place(p, new_size);
             }
             // SAFETY: as above.
-            let usable = unsafe { large::span_usable(p) };
+            let usable = unsafe { span::usable(p) };
             if class_of(new_size, align).is_none() {
                 // Stays large: resize the span (in place, by moving pages, or by a copy into another).
                 checks::on_free(p);

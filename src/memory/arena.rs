@@ -543,7 +543,7 @@ fn take_run(len: usize, align: usize) -> Option<(*mut u8, Origin)> {
                     return Some((p, Origin::run(r)));
                 }
                 // SAFETY: the run just taken, unused; decommitted still.
-                unsafe { put_back(p, len, Origin::run(r)) };
+                unsafe { give_run(p, len, Origin::run(r)) };
                 return None;
             }
             a.free_slot()?;
@@ -601,7 +601,7 @@ fn take_after(at: *mut u8, len: usize, origin: Origin) -> bool {
     // SAFETY: the run just taken: decommitted, ours alone.
     if taken && unsafe { !os::commit(at, len) } {
         // SAFETY: the run just taken, unused; decommitted still.
-        unsafe { put_back(at, len, origin) };
+        unsafe { give_run(at, len, origin) };
         return false;
     }
     taken
@@ -666,7 +666,7 @@ unsafe fn release(base: *mut u8, len: usize, origin: Origin) {
     unsafe {
         if origin.is_run() {
             os::decommit(base, len);
-            return put_back(base, len, origin);
+            return give_run(base, len, origin);
         }
         if os::PARTIAL_UNMAP {
             os::unmap_part(base, len)
@@ -684,7 +684,7 @@ unsafe fn release(base: *mut u8, len: usize, origin: Origin) {
 ///
 /// # Safety
 /// As [`release`]'s, the run decommitted.
-unsafe fn put_back(base: *mut u8, len: usize, origin: Origin) {
+unsafe fn give_run(base: *mut u8, len: usize, origin: Origin) {
     let r = origin.range();
     let gone = {
         let mut a = ARENAS.lock();

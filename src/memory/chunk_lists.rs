@@ -147,19 +147,21 @@ pub unsafe fn release(c: *mut Chunk, purger_runs: bool) {
         return;
     }
     drop(l);
-    CHUNKS[class].fetch_sub(1, Ordering::Relaxed);
-    // SAFETY: as above.
-    unsafe { source::give_chunk(c) };
+    // SAFETY: as above: a list of one.
+    unsafe {
+        (*c).next = ptr::null_mut();
+        give_list(c)
+    };
 }
 
-/// Takes back a chunk whatever its slots hold (a dropped `Heap`'s: none is referred to any more):
-/// its header starts over (nothing carved, no slot counted, no remote frees) and it is released
-/// as an empty one (`purger_runs` as for [`release`]).
+/// [`release`] of a chunk whatever its slots hold (a dropped `Heap`'s: none is referred to any
+/// more): its header starts over (nothing carved, no slot counted, no remote frees) and it is
+/// released as an empty one (`purger_runs` as for [`release`]).
 ///
 /// # Safety
 /// `c` must be a live chunk that no heap owns and no other thread touches (no slot of it live,
 /// none waiting in a remote-free batch).
-pub unsafe fn discard(c: *mut Chunk, purger_runs: bool) {
+pub unsafe fn release_reset(c: *mut Chunk, purger_runs: bool) {
     // SAFETY: the caller hands the chunk over; its base is CHUNK_SIZE-aligned, ours, read-write.
     unsafe {
         let class = (*c).class as usize;
@@ -232,39 +234,28 @@ pub fn collected(class: usize) -> usize {
     COLLECTED[class].load(Ordering::Relaxed)
 }
 
-/// Releases each chunk of a list linked through `next` (`purge_now`: straight to the OS; else
-/// they may wait for the purger: only the purger's own period and `trim` call this, and where
-/// `trim` does not purge now, memory never goes back, so empty chunks wait anyway).
+/// Gives the chunks of a list linked through `next` back to `source` for good, uncounted here
+/// (neighbours purged together: [`source::give_chunks`]).
 ///
 /// # Safety
-/// Every chunk on the list must satisfy [`release`]'s contract.
-unsafe fn release_list(mut c: *mut Chunk, purge_now: bool) {
-    if purge_now {
-        let mut p = c;
-        while !p.is_null() {
-            // SAFETY: on the caller's list: ours, its header readable.
-            unsafe {
-                CHUNKS[(*p).class as usize].fetch_sub(1, Ordering::Relaxed);
-                p = (*p).next;
-            }
-        }
-        // SAFETY: forwarded (neighbours purged together).
-        return unsafe { source::give_chunks(c) };
-    }
-    while !c.is_null() {
-        // SAFETY: forwarded.
+/// Every chunk on the list must satisfy [`release`]'s contract and be off every list here.
+unsafe fn give_list(c: *mut Chunk) {
+    let mut p = c;
+    while !p.is_null() {
+        // SAFETY: on the caller's list: ours, its header readable.
         unsafe {
-            let next = (*c).next;
-            release(c, true);
-            c = next;
+            CHUNKS[(*p).class as usize].fetch_sub(1, Ordering::Relaxed);
+            p = (*p).next;
         }
     }
+    // SAFETY: forwarded.
+    unsafe { source::give_chunks(c) }
 }
 
 /// Takes the empty chunks of class `class` beyond the first `keep` that have been empty for
 /// `delay_ms` (every one beyond `keep` when `delay_ms` is zero) off its list, onto `out` (linked
 /// through `next`): the caller gives the chunks of every class back at once, so that neighbours
-/// of different classes are purged together ([`release_list`]).
+/// of different classes are purged together ([`give_list`]).
 fn take_expired(class: usize, keep: usize, now: u32, delay_ms: u32, out: &mut *mut Chunk) {
     {
         let mut l = CLASSES[class].lock();
@@ -295,42 +286,12 @@ fn take_expired(class: usize, keep: usize, now: u32, delay_ms: u32, out: &mut *m
     }
 }
 
-/// Moves every chunk of the list `c` (linked through `next`) onto `out`.
-///
-/// # Safety
-/// The chunks are off every shared list, the caller's alone.
-unsafe fn push_all(mut c: *mut Chunk, out: &mut *mut Chunk) {
-    while !c.is_null() {
-        // SAFETY: the caller's chunk: its header is ours to relink.
-        unsafe {
-            let next = (*c).next;
-            (*c).next = *out;
-            *out = c;
-            c = next;
-        }
-    }
-}
-
-/// Returns everything returnable: abandoned chunks that became empty, and every empty chunk.
-/// Where memory cannot go back to the OS (wasm32), the empty chunks stay for reuse.
+/// Returns everything returnable: abandoned chunks that became empty, every empty chunk, and the
+/// free chunks kept inside partly used huge pages ([`give_expired`] with nothing kept and no
+/// delay). Where memory cannot go back to the OS (wasm32), the empty chunks stay for reuse.
 pub fn trim() {
-    let mut all = ptr::null_mut();
-    for class in 0..NUM_CLASSES {
-        let reaped = reap_abandoned(class);
-        // SAFETY: reaped chunks are empty and off every list.
-        unsafe {
-            if os::RETURNS_MEMORY {
-                push_all(reaped, &mut all);
-                take_expired(class, 0, 0, 0, &mut all);
-            } else {
-                release_list(reaped, false);
-            }
-        }
-    }
-    // SAFETY: every chunk of `all` left its list: empty, unowned, referred to by nobody.
-    unsafe { release_list(all, true) };
+    give_expired(0, 0, 0);
     if os::RETURNS_MEMORY {
-        // Everything means the free chunks kept inside partly used huge pages too.
         source::purge_all_dirty();
     }
 }
@@ -376,17 +337,33 @@ pub struct Counts {
 /// ones that waited `delay_ms` at `now`, and free chunks kept in huge pages above their bound for
 /// that long.
 pub fn purge_expired(now: u32, delay_ms: u32) {
-    let retain = settings::retained_chunks();
+    give_expired(settings::retained_chunks(), now, delay_ms);
+    source::purge_over_bound(now, delay_ms);
+}
+
+/// Reaps abandoned chunks that became empty onto their empty lists, then gives back, all classes
+/// at once, the empty chunks beyond the first `keep` of each class that waited `delay_ms` at `now`
+/// (every one beyond `keep` when `delay_ms` is zero). Where memory cannot go back to the OS
+/// (wasm32), none is given back.
+fn give_expired(keep: usize, now: u32, delay_ms: u32) {
     let mut expired = ptr::null_mut();
     for class in 0..NUM_CLASSES {
-        let reaped = reap_abandoned(class);
-        // SAFETY: reaped chunks are empty and off every list.
-        unsafe { release_list(reaped, false) };
-        take_expired(class, retain, now, delay_ms, &mut expired);
+        let mut c = reap_abandoned(class);
+        while !c.is_null() {
+            // SAFETY: reaped chunks are empty, unowned and off every list: each is released (it
+            // waits: the purger is what calls this, or `trim`).
+            unsafe {
+                let next = (*c).next;
+                release(c, true);
+                c = next;
+            }
+        }
+        if os::RETURNS_MEMORY {
+            take_expired(class, keep, now, delay_ms, &mut expired);
+        }
     }
     // SAFETY: the expired chunks left their lists: empty, unowned, referred to by nobody.
-    unsafe { release_list(expired, true) };
-    source::purge_over_bound(now, delay_ms);
+    unsafe { give_list(expired) };
 }
 
 // ---------------------------------------------------------------------------------------------------

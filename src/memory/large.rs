@@ -11,8 +11,9 @@
 //! This is the one entry for large blocks: `PoolAlloc` (through the thread heap) calls
 //! [`alloc`], [`alloc_zeroed`], [`dealloc`] and [`realloc`]; the size-less interface (`raw`, the C
 //! library), whose large blocks are always spans, calls the span functions under them
-//! ([`span_alloc`], [`span_free`], [`span_resize`], [`span_usable`], [`is_span_block`]), so a freed
-//! or resized span follows one rule for what waits and one start of the purger, whoever frees it.
+//! ([`span_alloc`], [`span_free`], [`span_resize`]; and `span`'s own questions, `is_block`,
+//! `usable`, `stays`), so a freed or resized span follows one rule for what waits and one start
+//! of the purger, whoever frees it.
 //!
 //! Not counted here: the callers count through their thread's heap (`heap::large_alloc` & co.,
 //! no atomic read-modify-write). The memory promise holds either way: freed spans wait at most
@@ -30,7 +31,7 @@ use std::alloc::System;
 
 /// A large block went back to the system allocator: the purger will trim it once it is quiet.
 #[inline]
-fn given_back() {
+fn after_system_free() {
     purge::note_system_free();
     purge::running();
 }
@@ -97,34 +98,7 @@ fn span_alloc_in(size: usize, align: usize, zeroed: bool, arena_ok: bool) -> *mu
     p
 }
 
-/// Whether `p`, in a granule the address map marks as a span's, is a live span block's start.
-#[inline]
-pub fn is_span_block(p: *mut u8) -> bool {
-    span::is_block(p)
-}
-
-/// The usable size of the live span block `p`.
-///
-/// # Safety
-/// `p` is a live span block.
-#[inline]
-pub unsafe fn span_usable(p: *mut u8) -> usize {
-    // SAFETY: forwarded.
-    unsafe { span::usable(p) }
-}
-
-/// Whether the live span block `p` keeps its place resized to `new_size` bytes (it holds them
-/// and they use at least half of it).
-///
-/// # Safety
-/// `p` is a live span block.
-#[inline]
-pub unsafe fn span_stays(p: *mut u8, new_size: usize) -> bool {
-    // SAFETY: forwarded.
-    unsafe { span::stays(p, new_size) }
-}
-
-/// Frees the span block `p`: it waits for reuse as `span::give_up` says (only while the purger
+/// Frees the span block `p`: it waits for reuse as `span::release` says (only while the purger
 /// can give it back later, and this starts it). Its usable size, or None when `p` is not a live
 /// span block (nothing is done then).
 ///
@@ -148,7 +122,7 @@ pub unsafe fn span_free(p: *mut u8) -> Option<usize> {
 pub unsafe fn span_resize(p: *mut u8, new_size: usize) -> Option<(*mut u8, usize)> {
     // SAFETY: p is a live span block (caller).
     unsafe {
-        if span_stays(p, new_size) {
+        if span::stays(p, new_size) {
             return Some((p, span::usable(p)));
         }
         let (q, usable) = span::resize(p, new_size, purge::running());
@@ -225,7 +199,7 @@ pub unsafe fn dealloc(p: *mut u8, layout: Layout) {
     } else {
         // SAFETY: forwarded contract.
         unsafe { System.dealloc(p, layout) };
-        given_back();
+        after_system_free();
     }
 }
 
@@ -271,7 +245,7 @@ pub unsafe fn realloc(p: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         // SAFETY: forwarded contract.
         let q = unsafe { System.realloc(p, layout, new_size) };
         if !q.is_null() {
-            given_back();
+            after_system_free();
         }
         q
     };

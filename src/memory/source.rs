@@ -16,7 +16,7 @@
 //!   unit at a time.
 //!
 //! Chunks that exist but no heap owns (retained empty, abandoned) are `chunk_lists`' business;
-//! a chunk comes here new ([`take_chunk`]) and goes back here for good ([`give_chunk`]).
+//! a chunk comes here new ([`take_chunk`]) and goes back here for good ([`give_chunks`]).
 //!
 //! Locks: the region lock, taken after `chunk_lists`' class locks, never before. No system call
 //! is made under it: a region is mapped (or cut from an arena) before the lock is taken to record
@@ -151,7 +151,7 @@ unsafe impl Send for Regions {}
 
 static REGIONS: Lock<Regions> = Lock::new(Rank::Regions, Regions::new());
 
-/// What [`Regions::give_back`] leaves to its caller: a system call, made without the regions'
+/// What [`Regions::give`] leaves to its caller: a system call, made without the regions'
 /// lock on memory nobody can reach meanwhile (no lock is held across a system call on the chunk
 /// path).
 #[must_use]
@@ -161,14 +161,14 @@ enum After {
     /// bucket until then.
     PurgeUnit(*mut u8),
     /// Give back a unit the regions no longer record: to its arena, or to the OS.
-    Release(Unit),
+    Give(Unit),
 }
 
 impl After {
     /// Does it; `purged_unit` is called (with the lock) once a unit is purged.
     ///
     /// # Safety
-    /// From [`Regions::give_back`], once, without the regions' lock.
+    /// From [`Regions::give`], once, without the regions' lock.
     unsafe fn run(self, purged_unit: impl FnOnce(*mut u8)) {
         match self {
             After::Nothing => {}
@@ -181,7 +181,7 @@ impl After {
             // SAFETY: a whole, UNIT-aligned part of a region of ours (the whole region where a
             // region is one unit), which nobody refers to; one cut from an arena goes back to it
             // (purged there), its address space kept for the next region or span.
-            After::Release(u) => unsafe { arena::give(u.base, UNIT, u.origin, Kind::Chunk) },
+            After::Give(u) => unsafe { arena::give(u.base, UNIT, u.origin, Kind::Chunk) },
         }
     }
 }
@@ -359,7 +359,7 @@ impl Regions {
     ///
     /// # Safety
     /// `base` must be a held chunk of ours that nobody refers to any more.
-    unsafe fn give_back(&mut self, base: *mut u8, purged: bool) -> After {
+    unsafe fn give(&mut self, base: *mut u8, purged: bool) -> After {
         let Ok(i) = self.find(base) else {
             unreachable!("every chunk lies in a recorded unit")
         };
@@ -394,7 +394,7 @@ impl Regions {
         if self.nfree >= FREE_UNITS_MAX {
             // SAFETY: every chunk of the unit is free: nobody refers to any of them. (Out of its
             // bucket already.)
-            return After::Release(unsafe { self.remove(i) });
+            return After::Give(unsafe { self.remove(i) });
         }
         let u = &mut self.units()[i];
         (u.free, u.dirty, u.split) = (ALL, 0, false);
@@ -430,14 +430,14 @@ impl Regions {
         Some(p)
     }
 
-    /// A unit purged whole after [`Regions::give_back`] said so goes back into its bucket.
+    /// A unit purged whole after [`Regions::give`] said so goes back into its bucket.
     fn purged_unit(&mut self, base: *mut u8) {
         let i = self.at(base);
         self.link(i);
     }
 
     /// Forgets unit `i`, whose chunks are all free, and returns it for its caller to give back
-    /// ([`After::Release`]).
+    /// ([`After::Give`]).
     ///
     /// # Safety
     /// Nobody refers to any chunk of the unit; it is out of its bucket ([`Regions::unlink`]).
@@ -583,30 +583,9 @@ fn purge_dirty(bound: usize) {
         // SAFETY: a free chunk of ours, held by us alone now: nobody refers to it.
         unsafe {
             os::purge(c, CHUNK_SIZE);
-            let after = REGIONS.lock().give_back(c, true);
+            let after = REGIONS.lock().give(c, true);
             after.run(|b| REGIONS.lock().purged_unit(b));
         }
-    }
-}
-
-/// Gives a chunk back to its unit: purged, or kept resident inside a huge page (see
-/// `Regions::give_back`).
-///
-/// # Safety
-/// `c` must be a chunk of ours that nobody refers to any more.
-unsafe fn purge(c: *mut Chunk) {
-    let base = chunk::base(c);
-    let huge = REGIONS.lock().is_huge(base);
-    if !huge {
-        // Outside the lock: the chunk is not free yet, so nobody else takes it meanwhile.
-        // SAFETY: the chunk is ours and unused (caller); purging zeroes it, so its header reads as
-        // not live (magic 0) to the hardened checks.
-        unsafe { os::purge(base, CHUNK_SIZE) };
-    }
-    // SAFETY: forwarded; what is left to do is done without the lock.
-    unsafe {
-        let after = REGIONS.lock().give_back(base, !huge);
-        after.run(|b| REGIONS.lock().purged_unit(b));
     }
 }
 
@@ -643,18 +622,9 @@ pub(super) fn take_chunk() -> *mut u8 {
     base
 }
 
-/// Gives a chunk back to its unit for good (see [`purge`]).
-///
-/// # Safety
-/// `c` must be a chunk of ours that nobody refers to any more.
-pub(super) unsafe fn give_chunk(c: *mut Chunk) {
-    HELD.fetch_sub(1, Ordering::Relaxed);
-    // SAFETY: forwarded.
-    unsafe { purge(c) };
-}
-
-/// Gives back the chunks of a list linked through `next` for good, as [`give_chunk`] does each,
-/// but with one purge per run of adjacent chunks of one unit (the chunks of every class that
+/// Gives back the chunks of a list linked through `next` (one, or many) to their units for good:
+/// each purged, or kept resident inside a huge page (see `Regions::give`), with one purge per run
+/// of adjacent chunks of one unit (the chunks of every class that
 /// expired in one purge period are often neighbours, where those of one class seldom are:
 /// frag-free-all at scale 4 made 2 437 purges of one chunk each).
 ///
@@ -708,7 +678,7 @@ pub(super) unsafe fn give_chunks(mut c: *mut Chunk) {
         for (&b, &h) in bases.iter().zip(huge.iter()) {
             // SAFETY: forwarded; what is left to do is done without the lock.
             unsafe {
-                let after = REGIONS.lock().give_back(b, !h);
+                let after = REGIONS.lock().give(b, !h);
                 after.run(|u| REGIONS.lock().purged_unit(u));
             }
         }
@@ -784,13 +754,13 @@ mod tests {
         r.insert(m, len, huge, Origin::new_mapping());
     }
 
-    /// [`Regions::give_back`], then what it leaves to do (no lock here: the table is local).
+    /// [`Regions::give`], then what it leaves to do (no lock here: the table is local).
     ///
     /// # Safety
-    /// As `give_back`.
+    /// As `Regions::give`.
     unsafe fn back(r: &mut Regions, base: *mut u8, purged: bool) {
         // SAFETY: forwarded.
-        let after = unsafe { r.give_back(base, purged) };
+        let after = unsafe { r.give(base, purged) };
         // SAFETY: once, and no lock to release.
         unsafe { after.run(|b| r.purged_unit(b)) };
     }

@@ -20,7 +20,7 @@
 //! pages for each (a request no waiting span holds grows the largest one by a remap). The
 //! purger unmaps spans that waited longer than the purge delay (so RSS falls within a second of
 //! going idle), and `trim` unmaps all of them. What waits, whether a block was freed or a resize
-//! gave it up (a shrink's tail, the span a block moved out of), follows one rule, [`give_up`]'s:
+//! released it (a shrink's tail, the span a block moved out of), follows one rule, [`release`]'s:
 //! with a delay of zero, or no purger, nothing above 4 MiB waits. Growing a span moves its pages
 //! where the OS can (`mremap` on Linux: no copy, in place when the address space after it is
 //! free) and copies the block elsewhere.
@@ -243,21 +243,21 @@ pub unsafe fn stays(p: *mut u8, new_size: usize) -> bool {
     new_size <= usable && new_size >= usable / 2
 }
 
-/// Gives up the span (or piece of one) `[base, base + len)` of mapping `origin`, whatever gave it
-/// up (a free, a shrink's tail, the span a block moved out of): the one rule for what waits for
+/// Releases the span (or piece of one) `[base, base + len)` of `origin`, whatever let it go (a
+/// free, a shrink's tail, the span a block moved out of): the one rule for what waits for
 /// reuse. `may_wait`: the purger runs (the caller asked `purge::running`), so it will be
 /// unmapped after the purge delay: any span may wait. Else only one of up to `SMALL_SPAN` does,
 /// and a bigger one is unmapped at once. (The cache's budget may unmap it or older ones anyway.)
 ///
 /// # Safety
 /// The span is ours, whole granules, unused, and out of every header.
-unsafe fn give_up(base: *mut u8, len: usize, origin: Origin, may_wait: bool) {
+unsafe fn release(base: *mut u8, len: usize, origin: Origin, may_wait: bool) {
     // SAFETY: forwarded.
-    unsafe { cache::put(base, len, origin, may_wait, SMALL_SPAN) };
+    unsafe { cache::release(base, len, origin, may_wait, SMALL_SPAN) };
 }
 
 /// Frees the span block `p`. Returns its usable size (for the statistics), or None when `p` is not
-/// a live span block (nothing is done then). `may_wait`: whether the purger runs ([`give_up`]).
+/// a live span block (nothing is done then). `may_wait`: whether the purger runs ([`release`]).
 ///
 /// # Safety
 /// `p` must be in a granule the map marks as a span; if it is a live block, nobody uses it after.
@@ -271,7 +271,7 @@ pub unsafe fn free(p: *mut u8, may_wait: bool) -> Option<usize> {
     };
     live_change(0, len);
     // SAFETY: the span is ours and nobody refers to it any more.
-    unsafe { give_up(base, len, origin, may_wait) };
+    unsafe { release(base, len, origin, may_wait) };
     Some(usable)
 }
 
@@ -317,7 +317,7 @@ pub unsafe fn resize(p: *mut u8, new_size: usize, may_wait: bool) -> (*mut u8, u
     }
 }
 
-/// [`resize`] to a shorter span: the tail is given up as a freed span is ([`give_up`]: its pages
+/// [`resize`] to a shorter span: the tail is given up as a freed span is ([`release`]: its pages
 /// are resident); where the OS cannot unmap part of a mapping (a span of its own on Windows), its
 /// memory goes back at once and its address space stays the span's.
 ///
@@ -341,7 +341,7 @@ unsafe fn shrink(
         set_usable(h, p, usable_for(new_size, off, new_len));
         live_change(0, len - new_len);
         if origin.cuttable() {
-            give_up(tail, len - new_len, origin, may_wait);
+            release(tail, len - new_len, origin, may_wait);
         } else {
             addr_map::set(Kind::Span, tail, len - new_len, false);
             os::unmap_part(tail, len - new_len);
@@ -485,7 +485,7 @@ unsafe fn grown(h: *mut Header, p: *mut u8, new_len: usize, new_size: usize) -> 
 }
 
 /// The live block `p` (header `h`) copied into the span `dst` (base, length, origin) at the same
-/// offset, for `new_size` bytes; `p`'s span is then given up as a freed one is ([`give_up`],
+/// offset, for `new_size` bytes; `p`'s span is then given up as a freed one is ([`release`],
 /// `may_wait`). The new block and its usable size.
 ///
 /// # Safety
@@ -510,7 +510,7 @@ unsafe fn copied(
         write_header(q, dst, dst_len, u, dst_origin);
         (*h).magic = 0;
         live_change(dst_len, len);
-        give_up(base, len, origin, may_wait);
+        release(base, len, origin, may_wait);
         (q, u)
     }
 }
@@ -520,13 +520,13 @@ unsafe fn copied(
 /// where the OS has one: its resident pages come along, only those past it fault). So one span
 /// serves a loop of blocks of growing sizes. None when none waits or growing failed. A span above
 /// `SMALL_SPAN` waited only because the purger runs (it never stops once started), so what this
-/// gives up may wait too ([`give_up`]'s `may_wait`).
+/// gives up may wait too ([`release`]'s `may_wait`).
 fn grow_largest(size: usize, align: usize, balign: usize) -> Option<*mut u8> {
     let (base, slen, origin) = cache::take_largest(SMALL_SPAN)?;
     let off = offset(align);
     if base as usize % balign != 0 || slen < off + HEADER {
         // SAFETY: taken off the cache: ours, whole, unused; back it goes.
-        unsafe { give_up(base, slen, origin, true) };
+        unsafe { release(base, slen, origin, true) };
         return None;
     }
     // SAFETY: the span is ours and unused; the block's offset and header lie inside it (checked

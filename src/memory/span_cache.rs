@@ -167,13 +167,13 @@ impl Out {
     }
 
     /// Releases them (call without the lock).
-    fn release(self) {
+    fn give(self) {
         for s in &self.spans[..self.n] {
             // SAFETY: `spans[..n]` were written by `push`; each was taken off the cache (or
             // refused by it): ours, whole, unused.
             unsafe {
                 let s = s.assume_init_ref();
-                release(s.base, s.len, s.origin)
+                give(s.base, s.len, s.origin)
             };
         }
     }
@@ -279,7 +279,7 @@ pub fn take(len: usize, align: usize) -> Option<(*mut u8, usize, Origin)> {
             (at as *mut u8, len, s.origin)
         })
     };
-    out.release();
+    out.give();
     let (p, len, origin) = got?;
     reused(p, len, origin).then_some((p, len, origin))
 }
@@ -302,7 +302,7 @@ pub fn take_after(at: *mut u8, origin: Origin, len: usize) -> bool {
             c.cut(s, at as usize, len, &mut out);
         })
     };
-    out.release();
+    out.give();
     got.is_some() && reused(at, len, origin)
 }
 
@@ -326,18 +326,18 @@ fn reused(p: *mut u8, len: usize, origin: Origin) -> bool {
         return true;
     }
     // SAFETY: taken off the cache: ours and unused.
-    unsafe { release(p, len, origin) };
+    unsafe { give(p, len, origin) };
     false
 }
 
-/// Gives back the span (or the piece of one) `[base, base + len)` of mapping `origin`: it waits
+/// Releases the span (or the piece of one) `[base, base + len)` of `origin`: it waits
 /// for reuse, or is unmapped when it does not fit the budget (or the spans that waited longest
 /// are). `may_wait`: the purger runs (it will unmap it after the purge delay); without it only
 /// spans up to `small` bytes wait.
 ///
 /// # Safety
 /// The span is ours, whole granules, and unused.
-pub unsafe fn put(base: *mut u8, len: usize, origin: Origin, may_wait: bool, small: usize) {
+pub unsafe fn release(base: *mut u8, len: usize, origin: Origin, may_wait: bool, small: usize) {
     let mut out = Out::new();
     let s = Waiting {
         base,
@@ -353,14 +353,14 @@ pub unsafe fn put(base: *mut u8, len: usize, origin: Origin, may_wait: bool, sma
         hardened::on_span_cached(base, len);
         CACHE.lock().insert(s, budget(len), s.at, &mut out);
     }
-    out.release();
+    out.give();
 }
 
 /// Gives the span (or piece) `[base, base + len)` of `origin` back for good ([`arena::give`]).
 ///
 /// # Safety
 /// The span is ours, whole granules, and unused.
-pub unsafe fn release(base: *mut u8, len: usize, origin: Origin) {
+pub unsafe fn give(base: *mut u8, len: usize, origin: Origin) {
     // An arena hands out writable runs: a piece protected while it waited (`hardened-full`) is
     // made writable first. Where the OS refuses, its address space is given up instead (the
     // arena never sees it again). A mapping of its own goes whatever its protection.
@@ -385,7 +385,7 @@ pub fn expire(now: u32, delay_ms: u32) {
             }
         };
         // SAFETY: taken off the cache: ours and unused.
-        unsafe { release(victim.base, victim.len, victim.origin) };
+        unsafe { give(victim.base, victim.len, victim.origin) };
     }
 }
 

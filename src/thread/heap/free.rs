@@ -378,7 +378,7 @@ pub(super) unsafe fn flush_all(h: *mut ThreadHeap) {
 #[inline]
 fn hint_if_full(was_full: bool, owner: *mut u8, c: usize) {
     if was_full && !owner.is_null() {
-        // SAFETY: owner points at a heap in the heap arena (or a static heap).
+        // SAFETY: owner points at a heap in the heap store (or a static heap).
         unsafe { (*owner.cast::<ThreadHeap>()).hint.insert(c) };
     }
 }

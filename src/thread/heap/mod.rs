@@ -26,7 +26,7 @@
 //!
 //! - `mod.rs`: the `ThreadHeap` and `Bin` types, the static *empty* and *exited* heaps, this thread's
 //!   TLS word and its heap's start ([`init_heap`]), where a chunk sits in a bin.
-//! - `registry.rs`: the heap arena, the registry of live and free heaps, the orphan counters.
+//! - `registry.rs`: the heap store, the registry of live and free heaps, the orphan counters.
 //! - `counters.rs`: this thread's counters of bytes allocated and deallocated (the fast paths
 //!   add to their heap's; the other paths through `count_here`).
 //! - `free.rs`: the free fast path, the owner's slow free, an empty chunk retired, remote frees
@@ -36,11 +36,13 @@
 //! - `fork.rs`: the heap's locks around `fork`.
 //! - `thread.rs`: thread exit (abandonment), the heaps a `Heap` owns, this thread's trim.
 //! - `stats.rs`: the counts `stats` reads, large blocks' included.
+//! - `large.rs`: the large-block entry points (`memory::large`), counted in the thread's heap.
 
 mod alloc;
 mod counters;
 mod fork;
 mod free;
+mod large;
 mod registry;
 mod stats;
 mod thread;
@@ -50,10 +52,10 @@ pub(crate) use alloc::{alloc, alloc_common, alloc_unsized, resized};
 pub(crate) use counters::set_thread_counts;
 pub(crate) use counters::{read as read_counter, thread_counters, thread_counts};
 pub(crate) use free::{dealloc, dealloc_unsized};
-pub(crate) use stats::{
-    class_totals, count_large, large_alloc, large_alloc_as, large_alloc_grown, large_dealloc,
-    large_dealloc_as, large_realloc, large_totals,
+pub(crate) use large::{
+    large_alloc, large_alloc_as, large_alloc_grown, large_dealloc, large_dealloc_as, large_realloc,
 };
+pub(crate) use stats::{class_totals, count_large, large_totals};
 pub(crate) use thread::owned_by;
 pub(crate) use thread::{
     flush_current_batches, owned_alloc, owned_destroy, owned_free, owned_new, trim_current_thread,

@@ -1,4 +1,4 @@
-//! The heap arena (mapped once, never unmapped), the registry of live heaps (for `stats`) and
+//! The heap store (mapped once, never unmapped), the registry of live heaps (for `stats`) and
 //! of free ones (for reuse), and the orphan counters that a retired heap's counts fold into.
 
 use super::{Bin, ThreadHeap, bin, new_heap};
@@ -12,24 +12,24 @@ use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 pub(super) struct Registry {
     pub(super) live: *mut ThreadHeap,
     free: *mut ThreadHeap,
-    /// Unused space of the last arena block.
-    arena: *mut u8,
-    arena_left: usize,
+    /// Unused space of the last store block.
+    store: *mut u8,
+    store_left: usize,
 }
-// SAFETY: the pointers name heaps in the arena; access is serialised by the lock.
+// SAFETY: the pointers name heaps in the store; access is serialised by the lock.
 unsafe impl Send for Registry {}
 pub(super) static REGISTRY: Lock<Registry> = Lock::new(
     Rank::Registry,
     Registry {
         live: ptr::null_mut(),
         free: ptr::null_mut(),
-        arena: ptr::null_mut(),
-        arena_left: 0,
+        store: ptr::null_mut(),
+        store_left: 0,
     },
 );
 
-/// Bytes the heap arena maps at a time.
-const ARENA_BLOCK: usize = 256 * 1024;
+/// Bytes the heap store maps at a time.
+const STORE_BLOCK: usize = 256 * 1024;
 
 /// Counters of threads that exited (and their remote frees after exit): cached slots and
 /// supplied slots per class, updated with atomic read-modify-writes.
@@ -61,21 +61,21 @@ pub(super) fn new_registered_heap() -> *mut ThreadHeap {
         h
     } else {
         let size = core::mem::size_of::<ThreadHeap>().next_multiple_of(64);
-        if r.arena_left < size {
-            let m = os::map(ARENA_BLOCK);
+        if r.store_left < size {
+            let m = os::map(STORE_BLOCK);
             if m.is_null() {
                 return ptr::null_mut();
             }
-            r.arena = m;
-            r.arena_left = ARENA_BLOCK;
+            r.store = m;
+            r.store_left = STORE_BLOCK;
         }
-        let h = r.arena.cast::<ThreadHeap>();
-        // SAFETY: the arena block has room for the heap; it is 64-aligned (page + multiples of 64).
+        let h = r.store.cast::<ThreadHeap>();
+        // SAFETY: the store block has room for the heap; it is 64-aligned (page + multiples of 64).
         unsafe {
             h.write(new_heap());
-            r.arena = r.arena.add(size);
+            r.store = r.store.add(size);
         }
-        r.arena_left -= size;
+        r.store_left -= size;
         h
     };
     // SAFETY: h is ours under the lock; a heap from the free list may have been a `Heap`'s, or

@@ -168,12 +168,12 @@ pub(crate) unsafe fn owned_by(h: *mut ThreadHeap, p: *mut u8) -> bool {
 /// and no slot of it is live or waiting in another thread's batch.
 pub(crate) unsafe fn owned_destroy(h: *mut ThreadHeap) {
     // SAFETY: the caller owns h and every chunk on its lists, none of whose slots anyone refers
-    // to: each chunk handed to the closure is off every list and discarded whole.
+    // to: each chunk handed to the closure is off every list and released whole.
     unsafe {
         debug_assert_eq!((*h).batched, 0);
         take_all_chunks(h, |_, ch| {
             (*ch).owner.store(ptr::null_mut(), Relaxed);
-            chunk_lists::discard(ch, purge::running());
+            chunk_lists::release_reset(ch, purge::running());
         });
         unregister(h);
     }
