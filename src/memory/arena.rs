@@ -20,10 +20,17 @@
 //! - **Ranges go back whole past four idle ones.** A range all of whose runs are free again stays
 //!   while at most [`IDLE_RANGES`] such are kept (so a heap built and freed in a loop maps
 //!   nothing); one more is unmapped, its slot taking the next range.
-//! - **Purged before it is indexed.** A run comes back through [`give`], which purges it first
-//!   (outside the lock), so every run in the index reads as zero and costs no memory: what waits
-//!   resident for reuse waits in `span_cache`, above this, under the purge delay; this is where it
-//!   goes after. A span taken here is therefore fresh (zero), as a new mapping is.
+//! - **Dirty and clean runs, apart; the delay here.** A freed span's run comes back through
+//!   [`give`] *dirty* when the purger runs: resident, with the time it came back, on an age list
+//!   (mimalloc v3 keeps a purge expiry inside its arenas; jemalloc keeps dirty extents apart from
+//!   clean ones). A span is cut from a dirty run first (no fault; its [`Piece`] says it is not
+//!   zero); a region of chunks only from clean ones (`source` counts a new region's chunks
+//!   purged). The purger's period purges the runs that waited the purge delay, oldest first
+//!   ([`purge_expired`], from `span::expire`): decommitted outside the lock, then *clean*
+//!   (reading as zero, costing no memory) and joined with the clean runs around them. Dirty and
+//!   clean runs never join, so a run's state is one bit, at both its ends. Without the purger
+//!   (a delay of zero) a run is decommitted as it comes back. With `hardened-full` a dirty run is
+//!   read-only while it waits, and every run is made writable when cut.
 //!
 //! - **Through `os::`'s reservations.** A range is [`os::reserve_aligned`]; a run is
 //!   [`os::commit`]ted when cut and [`os::decommit`]ted when given back. On Unix that is a mapping,
@@ -40,10 +47,11 @@
 //! never-shrinking memory (and a purge there zeroes by hand).
 //!
 //! Locks: the arena's lock is taken alone (never with the span cache's), and never across a
-//! system call: a new range is mapped before the lock is taken to record it, and a run is purged
-//! before it is given back.
+//! system call: a new range is mapped before the lock is taken to record it, a run is decommitted
+//! before it is indexed clean, and a dirty run purged is out of the index meanwhile.
 
 use crate::base::lock::{Lock, Rank};
+use crate::checks::hardened;
 use crate::chunks::addr_map::{self, Kind};
 use crate::chunks::chunk::CHUNK_SIZE;
 use crate::os;
@@ -103,6 +111,13 @@ struct Granule {
     /// A run's neighbours in its bin (run ids), when `head` is non-zero.
     next: u32,
     prev: u32,
+    /// A dirty run's neighbours in the age list (run ids: older, newer), and when it was given
+    /// back (`os::now_ms`), at its first granule.
+    older: u32,
+    newer: u32,
+    at: u32,
+    /// Whether the free run that starts or ends here is dirty (resident), at both ends.
+    dirty: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -112,21 +127,37 @@ struct Range {
     meta: *mut Granule,
 }
 
+/// The free runs of one state (dirty, clean): the first run of each bin (a run id: range <<
+/// GRANULE_BITS | granule, or NIL), and a bit per non-empty bin.
+#[derive(Clone, Copy)]
+struct Bins {
+    first: [u32; BINS],
+    nonempty: u64,
+}
+
+const NO_BINS: Bins = Bins {
+    first: [NIL; BINS],
+    nonempty: 0,
+};
+
 struct Arenas {
     /// `ranges[..n]`; a slot whose range went back has a null base (taken by the next range).
     ranges: [Range; MAX_RANGES],
     n: usize,
-    /// Ranges mapped now (the next one's size doubles with them), and those all free.
+    /// Ranges mapped now (the next one's size doubles with them), and those all free and clean.
     live: usize,
     idle: usize,
     /// [`IDLE_RANGES`] (a field, so that the unit test sets its own).
     idle_max: usize,
-    /// The first run of each bin (a run id: range << GRANULE_BITS | granule), or NIL.
-    bins: [u32; BINS],
-    /// Bit k: bin k is not empty.
-    nonempty: u64,
-    /// Granules in free runs, and in all ranges (for statistics and tests).
+    /// Clean runs (`[0]`: decommitted, reading as zero) and dirty ones (`[1]`: resident, given
+    /// back within the purge delay), apart: runs of the two states never join.
+    bins: [Bins; 2],
+    /// The dirty runs, oldest first (run ids, or NIL): the purge takes them from this end.
+    oldest: u32,
+    newest: u32,
+    /// Granules in free runs, in dirty ones, and in all ranges (for statistics and tests).
     free: usize,
+    dirty: usize,
     total: usize,
 }
 
@@ -147,9 +178,11 @@ static ARENAS: Lock<Arenas> = Lock::new(
         live: 0,
         idle: 0,
         idle_max: IDLE_RANGES,
-        bins: [NIL; BINS],
-        nonempty: 0,
+        bins: [NO_BINS; 2],
+        oldest: NIL,
+        newest: NIL,
         free: 0,
+        dirty: 0,
         total: 0,
     },
 );
@@ -240,6 +273,9 @@ fn bin_of(granules: usize) -> usize {
     (granules - 1).min(EXACT_BINS)
 }
 
+/// A free run taken out of the index: its range, first granule, and whether it is dirty.
+type Cut = (usize, usize, bool);
+
 impl Arenas {
     /// The record of granule `g` of range `r`.
     fn at(&mut self, r: usize, g: usize) -> &mut Granule {
@@ -259,34 +295,55 @@ impl Arenas {
         )
     }
 
-    /// Records the free run `[g, g + len)` of range `r` and puts it first in its bin.
-    fn insert(&mut self, r: usize, g: usize, len: usize) {
+    /// Records the free run `[g, g + len)` of range `r`, first in its bin; a dirty one (given back
+    /// at `at`) also newest in the age list.
+    fn insert(&mut self, r: usize, g: usize, len: usize, dirty: bool, at: u32) {
+        let bins = &mut self.bins[dirty as usize];
         let b = bin_of(len);
-        let first = self.bins[b];
+        let first = bins.first[b];
         let id = Self::id(r, g);
+        bins.first[b] = id;
+        bins.nonempty |= 1 << b;
+        let newest = self.newest;
         *self.at(r, g) = Granule {
             head: len as u32,
             tail: 0,
             next: first,
             prev: NIL,
+            older: if dirty { newest } else { NIL },
+            newer: NIL,
+            at,
+            dirty,
         };
-        self.at(r, g + len - 1).tail = len as u32;
+        let last = self.at(r, g + len - 1);
+        last.tail = len as u32;
+        last.dirty = dirty;
         if first != NIL {
             let (fr, fg) = Self::split_id(first);
             self.at(fr, fg).prev = id;
         }
-        self.bins[b] = id;
-        self.nonempty |= 1 << b;
+        if dirty {
+            match Self::split_id(newest) {
+                _ if newest == NIL => self.oldest = id,
+                (nr, ng) => self.at(nr, ng).newer = id,
+            }
+            self.newest = id;
+            self.dirty += len;
+        }
         self.free += len;
     }
 
-    /// Takes the free run that starts at granule `g` of range `r` out of its bin and the ends'
-    /// records; returns its length.
-    fn remove(&mut self, r: usize, g: usize) -> usize {
+    /// Takes the free run that starts at granule `g` of range `r` out of its bin, the age list
+    /// and the ends' records; returns its length, whether it was dirty, and when it was given.
+    fn remove(&mut self, r: usize, g: usize) -> (usize, bool, u32) {
         let Granule {
             head: len,
             next,
             prev,
+            older,
+            newer,
+            at,
+            dirty,
             ..
         } = *self.at(r, g);
         let len = len as usize;
@@ -295,75 +352,112 @@ impl Arenas {
             let (pr, pg) = Self::split_id(prev);
             self.at(pr, pg).next = next;
         } else {
+            let bins = &mut self.bins[dirty as usize];
             let b = bin_of(len);
-            self.bins[b] = next;
+            bins.first[b] = next;
             if next == NIL {
-                self.nonempty &= !(1 << b);
+                bins.nonempty &= !(1 << b);
             }
         }
         if next != NIL {
             let (nr, ng) = Self::split_id(next);
             self.at(nr, ng).prev = prev;
         }
+        if dirty {
+            match Self::split_id(older) {
+                _ if older == NIL => self.oldest = newer,
+                (or, og) => self.at(or, og).newer = newer,
+            }
+            match Self::split_id(newer) {
+                _ if newer == NIL => self.newest = older,
+                (nr, ng) => self.at(nr, ng).older = older,
+            }
+            self.dirty -= len;
+        }
         self.at(r, g).head = 0;
         self.at(r, g + len - 1).tail = 0;
         self.free -= len;
-        len
+        (len, dirty, at)
     }
 
-    /// `len` granules at a multiple of `align` bytes: the range and first granule, the rest of the
-    /// run they came from given back to the index. None when no run holds them.
-    fn take(&mut self, len: usize, align: usize) -> Option<(usize, usize)> {
+    /// `len` granules at a multiple of `align` bytes, from a dirty run if one holds them and
+    /// `dirty_ok` (its pages are resident: nothing faults), else a clean one: the range, first
+    /// granule and whether it is dirty; the rest of the run they came from stays in the index, as
+    /// it was. `skip`: a dirty run with room for it is cut one aligned step in, so that a block
+    /// freed is not at once the next one's (`hardened`). None when no run holds them.
+    fn take(&mut self, len: usize, align: usize, dirty_ok: bool, skip: bool) -> Option<Cut> {
+        let dirty_fit = if dirty_ok {
+            self.find(len, align, true)
+        } else {
+            None
+        };
+        let (r, g, dirty) = match dirty_fit {
+            Some((r, g)) => (r, g, true),
+            None => self.find(len, align, false).map(|(r, g)| (r, g, false))?,
+        };
+        let (run, _, at) = self.remove(r, g);
+        if !dirty && run == self.ranges[r].granules {
+            self.idle -= 1;
+        }
+        let base = self.ranges[r].base as usize + g * GRANULE;
+        let mut start = (base.next_multiple_of(align) - base) / GRANULE + g;
+        let step = align.max(GRANULE) / GRANULE;
+        let end = g + run;
+        if skip && dirty && start + step + len <= end {
+            start += step;
+        }
+        if start > g {
+            self.insert(r, g, start - g, dirty, at);
+        }
+        if start + len < end {
+            self.insert(r, start + len, end - start - len, dirty, at);
+        }
+        Some((r, start, dirty))
+    }
+
+    /// The first run of `len` granules at a multiple of `align` among the dirty runs or the clean
+    /// ones: an exact aligned fit ([`Arenas::aligned_fit`]), else the first run of the first
+    /// non-empty bin that holds the request with its alignment's slack.
+    fn find(&mut self, len: usize, align: usize, dirty: bool) -> Option<(usize, usize)> {
         // Granules a run may need before an aligned start (ranges start at MAX_ALIGN).
         let slack = align.max(GRANULE) / GRANULE - 1;
         let need = len + slack;
         let from = bin_of(need);
-        let (r, g) = match self.aligned_fit(len, align, from) {
-            Some(at) => at,
-            None => {
-                let bins = self.nonempty & (u64::MAX << from);
-                if bins == 0 {
-                    return None;
-                }
-                let (r, g) = Self::split_id(self.bins[bins.trailing_zeros() as usize]);
-                // Only a request longer than the exact bins (none of the spans' own) can meet a
-                // run too short: it is refused, not searched for.
-                if (self.at(r, g).head as usize) < need {
-                    return None;
-                }
-                (r, g)
-            }
-        };
-        let run = self.remove(r, g);
-        if run == self.ranges[r].granules {
-            self.idle -= 1;
+        if let Some(at) = self.aligned_fit(len, align, from, dirty) {
+            return Some(at);
         }
-        let base = self.ranges[r].base as usize + g * GRANULE;
-        let start = (base.next_multiple_of(align) - base) / GRANULE + g;
-        if start > g {
-            self.insert(r, g, start - g);
+        let bins = &self.bins[dirty as usize];
+        let nonempty = bins.nonempty & (u64::MAX << from);
+        if nonempty == 0 {
+            return None;
         }
-        let end = g + run;
-        if start + len < end {
-            self.insert(r, start + len, end - start - len);
-        }
-        Some((r, start))
+        let (r, g) = Self::split_id(bins.first[nonempty.trailing_zeros() as usize]);
+        // Only a request longer than the exact bins (none of the spans' own) can meet a run too
+        // short: it is refused, not searched for.
+        ((self.at(r, g).head as usize) >= need).then_some((r, g))
     }
 
     /// A free run shorter than `len` plus the alignment slack that still holds `len` granules at
     /// a multiple of `align` (jemalloc's `eset_fit_alignment` looks the same way): the first
     /// [`FIT_PROBES`] runs of each bin from `len`'s up to (not including) bin `below`, where
-    /// [`Arenas::take`] looks for a run that fits whatever its alignment. Without it, an exactly
+    /// [`Arenas::find`] looks for a run that fits whatever its alignment. Without it, an exactly
     /// aligned run of the right length is passed over for a longer one (a 2 MiB-aligned span of
     /// 8 granules asked for 15). Constant time: at most `slack` bins, a few runs each.
-    fn aligned_fit(&mut self, len: usize, align: usize, below: usize) -> Option<(usize, usize)> {
+    fn aligned_fit(
+        &mut self,
+        len: usize,
+        align: usize,
+        below: usize,
+        dirty: bool,
+    ) -> Option<(usize, usize)> {
         if align <= GRANULE {
             return None;
         }
-        let mut bins = self.nonempty & (u64::MAX << bin_of(len)) & !(u64::MAX << below);
-        while bins != 0 {
-            let mut id = self.bins[bins.trailing_zeros() as usize];
-            bins &= bins - 1;
+        let bins = self.bins[dirty as usize];
+        let mut nonempty = bins.nonempty & (u64::MAX << bin_of(len)) & !(u64::MAX << below);
+        while nonempty != 0 {
+            let mut id = bins.first[nonempty.trailing_zeros() as usize];
+            nonempty &= nonempty - 1;
             for _ in 0..FIT_PROBES {
                 if id == NIL {
                     break;
@@ -383,51 +477,56 @@ impl Arenas {
 
     /// Takes `len` granules from the free run that starts at granule `g` of range `r`, if one
     /// starts there and holds them (the rest of it stays free): a span that ends at `g` grows into
-    /// them in place.
-    fn take_at(&mut self, r: usize, g: usize, len: usize) -> bool {
-        if g >= self.ranges[r].granules {
-            return false;
+    /// them in place. Some(whether they are dirty), or None.
+    fn take_at(&mut self, r: usize, g: usize, len: usize) -> Option<bool> {
+        if g >= self.ranges[r].granules || (self.at(r, g).head as usize) < len {
+            return None;
         }
-        let run = self.at(r, g).head as usize;
-        if run < len {
-            return false;
-        }
-        self.remove(r, g);
-        if run == self.ranges[r].granules {
+        let (run, dirty, at) = self.remove(r, g);
+        if !dirty && run == self.ranges[r].granules {
             self.idle -= 1;
         }
         if run > len {
-            self.insert(r, g + len, run - len);
+            self.insert(r, g + len, run - len, dirty, at);
         }
-        true
+        Some(dirty)
     }
 
-    /// Gives the run `[g, g + len)` of range `r` back, joined with the free runs it touches. When
-    /// that frees the whole range and as many as are kept are idle already, the range leaves the arenas: its
-    /// mapping and records are returned, for the caller to unmap without the lock.
-    fn give(&mut self, r: usize, mut g: usize, mut len: usize) -> Option<(Range, usize)> {
+    /// Gives the run `[g, g + len)` of range `r` back, dirty (at `now`) or clean, joined with the
+    /// free runs of its state it touches (a dirty run joined is as new as the newest part). When
+    /// that frees the whole range, clean, and as many as are kept are idle already, the range
+    /// leaves the arenas: its mapping and records are returned, for the caller to unmap without
+    /// the lock.
+    fn give(
+        &mut self,
+        r: usize,
+        mut g: usize,
+        mut len: usize,
+        dirty: bool,
+        now: u32,
+    ) -> Option<(Range, usize)> {
         if g > 0 {
-            let left = self.at(r, g - 1).tail as usize;
-            if left > 0 {
-                self.remove(r, g - left);
-                g -= left;
-                len += left;
+            let left = *self.at(r, g - 1);
+            if left.tail > 0 && left.dirty == dirty {
+                let n = left.tail as usize;
+                self.remove(r, g - n);
+                g -= n;
+                len += n;
             }
         }
         if g + len < self.ranges[r].granules {
-            let right = self.at(r, g + len).head as usize;
-            if right > 0 {
-                self.remove(r, g + len);
-                len += right;
+            let right = *self.at(r, g + len);
+            if right.head > 0 && right.dirty == dirty {
+                len += self.remove(r, g + len).0;
             }
         }
-        if len < self.ranges[r].granules {
-            self.insert(r, g, len);
+        if dirty || len < self.ranges[r].granules {
+            self.insert(r, g, len, dirty, now);
             return None;
         }
         if self.idle < self.idle_max {
             self.idle += 1;
-            self.insert(r, g, len);
+            self.insert(r, g, len, false, now);
             return None;
         }
         let range = core::mem::replace(&mut self.ranges[r], NO_RANGE);
@@ -435,6 +534,19 @@ impl Arenas {
         self.total -= range.granules;
         let meta_len = (range.granules * size_of::<Granule>()).next_multiple_of(os::page_size());
         Some((range, meta_len))
+    }
+
+    /// The oldest dirty run, taken out, when it was given back `delay_ms` or longer before `now`
+    /// (across a wrap of the clock too): its range, first granule and length.
+    fn take_expired(&mut self, now: u32, delay_ms: u32) -> Option<(usize, usize, usize)> {
+        if self.oldest == NIL {
+            return None;
+        }
+        let (r, g) = Self::split_id(self.oldest);
+        if now.wrapping_sub(self.at(r, g).at) < delay_ms {
+            return None;
+        }
+        Some((r, g, self.remove(r, g).0))
     }
 
     /// The size of the next range: twice the last, from [`FIRST_RANGE`] to [`LARGEST_RANGE`].
@@ -453,46 +565,94 @@ impl Arenas {
     }
 }
 
+/// Memory [`take`] had: where it is, where it came from, and whether it reads as zero (a fresh
+/// mapping, a clean run) or may hold what it held when given back (a dirty run).
+#[derive(Clone, Copy, Debug)]
+pub struct Piece {
+    pub base: *mut u8,
+    pub origin: Origin,
+    pub zero: bool,
+}
+
 /// Takes `len` bytes (whole granules) at a multiple of `align` (a power of two, at least a
-/// granule) for memory of `kind`: a run of an arena, or a mapping of its own, as `source` allows;
-/// committed, zero, and marked `kind` in the address map. The one way memory for blocks is taken
-/// (regions of chunks, spans); [`give`] returns it. None when the OS has no memory, or the address
-/// map cannot mark it (then nothing is kept).
-pub fn take(len: usize, align: usize, kind: Kind, source: Source) -> Option<(*mut u8, Origin)> {
+/// granule) for memory of `kind`: a run of an arena (a dirty one first: resident, nothing faults),
+/// or a mapping of its own, as `source` allows; committed, writable, and marked `kind` in the
+/// address map. The one way memory for blocks is taken (regions of chunks, spans); [`give`]
+/// returns it. With `hardened` a span cut from a dirty run with room to spare starts a step in,
+/// so a freed block's address is not at once the next one's. None when the OS has no memory, or
+/// the address map cannot mark it (then nothing is kept).
+pub fn take(len: usize, align: usize, kind: Kind, source: Source) -> Option<Piece> {
     debug_assert!(len % GRANULE == 0 && len > 0 && align.is_power_of_two());
     let fits = source == Source::Any && len <= MAX_RUN && align <= MAX_ALIGN;
-    let (base, origin) = match fits.then(|| take_run(len, align)).flatten() {
-        Some(taken) => taken,
+    // A region's chunks are counted purged by `source` until handed out: regions take clean runs.
+    let dirty_ok = kind == Kind::Span;
+    let skip = cfg!(feature = "hardened") && kind == Kind::Span;
+    let piece = match fits.then(|| take_run(len, align, dirty_ok, skip)).flatten() {
+        Some(piece) => piece,
         None => map_own(len, align, source == Source::Guarded)?,
     };
-    if addr_map::set(kind, base, len, true) {
-        return Some((base, origin));
+    if addr_map::set(kind, piece.base, len, true) {
+        return Some(piece);
     }
     // SAFETY: just taken, unused, writable, and not marked.
-    unsafe { release(base, len, origin) };
+    unsafe { release(piece.base, len, piece.origin) };
     None
 }
 
 /// Gives back for good the memory `[base, base + len)` of `origin`, which [`take`] marked `kind`
 /// (all of it, or a part where `origin` is [`Origin::cuttable`]): out of the address map first
-/// (once given back, another thread may take it and mark it), then a run to its arena
-/// (decommitted, outside the lock: it reads as zero when cut again), a mapping's part to the OS
-/// (with the guard below it, given with its first unit).
+/// (once given back, another thread may take it and mark it), then a run to its arena, where it
+/// waits resident, dirty, for the purge delay when `wait` (the purger runs: it purges it then,
+/// [`purge_expired`]; read-only meanwhile with `hardened-full`), else is decommitted now (outside
+/// the lock); a mapping's part to the OS (with the guard below it, given with its first unit).
 ///
 /// # Safety
 /// Taken by [`take`] as `kind` (or pieces of such, joined only within their origin), whole
 /// granules; nothing refers to it any more, and it is writable (not protected).
-pub unsafe fn give(base: *mut u8, len: usize, origin: Origin, kind: Kind) {
+pub unsafe fn give(base: *mut u8, len: usize, origin: Origin, kind: Kind, wait: bool) {
     addr_map::set(kind, base, len, false);
     // SAFETY: guaranteed by the caller; unmarked above.
-    unsafe { release(base, len, origin) }
+    unsafe {
+        if wait && origin.is_run() {
+            hardened::on_span_cached(base, len);
+            return index_run(base, len, origin, true);
+        }
+        release(base, len, origin)
+    }
+}
+
+/// Purges the dirty runs given back `delay_ms` or longer before `now` (every one when `delay_ms`
+/// is 0), oldest first: each taken out under the lock, decommitted without it, indexed clean
+/// (joined with the clean runs around it; a range all clean may then go back to the OS). A run
+/// cut from a dirty one keeps its time, so it may wait a little longer than the delay, until the
+/// runs given back before it are purged.
+pub fn purge_expired(now: u32, delay_ms: u32) {
+    if !ENABLED {
+        return;
+    }
+    loop {
+        let (p, len, r) = {
+            let mut a = ARENAS.lock();
+            let Some((r, g, n)) = a.take_expired(now, delay_ms) else {
+                return;
+            };
+            // SAFETY: g < granules of range r, inside its mapping.
+            (unsafe { a.ranges[r].base.add(g * GRANULE) }, n * GRANULE, r)
+        };
+        // SAFETY: a free run taken out of the index: ours alone, unused (a protected one, with
+        // `hardened-full`, is made writable when taken again).
+        unsafe {
+            os::decommit(p, len);
+            index_run(p, len, Origin::run(r), false);
+        }
+    }
 }
 
 /// Takes the `more` bytes (whole granules) just after `[base, base + len)`, memory of `origin`
-/// marked `kind`, where they are free: the run after it in its arena (decommitted there: only what
-/// is touched faults in), or the pages after a mapping of its own where the OS grows it in place
-/// (`mremap`, when the address space after it is free). Zero and marked; false, nothing changed,
-/// otherwise.
+/// marked `kind`, where they are free: the run after it in its arena (a clean one faults in only
+/// what is touched; a dirty one holds old contents), or the pages after a mapping of its own where
+/// the OS grows it in place (`mremap`, when the address space after it is free: zero). Writable
+/// and marked; false, nothing changed, otherwise.
 ///
 /// # Safety
 /// `[base, base + len)` is ours, of `origin`, marked `kind`; for a mapping, it ends its mapping
@@ -524,9 +684,10 @@ pub unsafe fn extend(base: *mut u8, len: usize, more: usize, origin: Origin, kin
 }
 
 /// A run of `len` bytes (whole granules, at most [`MAX_RUN`]) at a multiple of `align` (at most
-/// [`MAX_ALIGN`]) cut from an arena, with its origin; committed, zero. None when no arena holds it
-/// and no new range can be mapped, or the OS refuses to commit it.
-fn take_run(len: usize, align: usize) -> Option<(*mut u8, Origin)> {
+/// [`MAX_ALIGN`]) cut from an arena (`dirty_ok` and `skip` as [`Arenas::take`]'s), committed and
+/// writable. None when no arena holds it and no new range can be mapped, or the OS refuses to
+/// commit it.
+fn take_run(len: usize, align: usize, dirty_ok: bool, skip: bool) -> Option<Piece> {
     if !ENABLED {
         return None;
     }
@@ -534,17 +695,17 @@ fn take_run(len: usize, align: usize) -> Option<(*mut u8, Origin)> {
     loop {
         let want = {
             let mut a = ARENAS.lock();
-            if let Some((r, g)) = a.take(n, align) {
+            if let Some((r, g, dirty)) = a.take(n, align, dirty_ok, skip) {
                 // SAFETY: g < granules of range r, inside its mapping.
                 let p = unsafe { a.ranges[r].base.add(g * GRANULE) };
                 drop(a);
-                // SAFETY: a run just taken: decommitted (or never committed), ours alone.
-                if unsafe { os::commit(p, len) } {
-                    return Some((p, Origin::run(r)));
-                }
-                // SAFETY: the run just taken, unused; decommitted still.
-                unsafe { give_run(p, len, Origin::run(r)) };
-                return None;
+                let origin = Origin::run(r);
+                // SAFETY: a run just taken, ours alone: dirty (committed) or decommitted.
+                return unsafe { usable(p, len, origin, dirty) }.then_some(Piece {
+                    base: p,
+                    origin,
+                    zero: !dirty,
+                });
             }
             a.free_slot()?;
             a.next_size()
@@ -560,10 +721,32 @@ fn take_run(len: usize, align: usize) -> Option<(*mut u8, Origin)> {
     }
 }
 
+/// Makes the run `[p, p + len)` just taken usable: committed where it is clean, writable where
+/// `hardened-full` protected it while it waited. False where the OS refuses: a clean run goes back
+/// to the index; one that cannot be made writable is given up, its address space lost to the
+/// arena (its range then never goes back whole).
+///
+/// # Safety
+/// A run of `origin` just taken out of the index, ours alone; decommitted unless `dirty`.
+unsafe fn usable(p: *mut u8, len: usize, origin: Origin, dirty: bool) -> bool {
+    // SAFETY: guaranteed by the caller.
+    unsafe {
+        if !dirty && !os::commit(p, len) {
+            index_run(p, len, origin, false);
+            return false;
+        }
+        if !hardened::on_span_reused(p, len) {
+            os::unmap_part(p, len);
+            return false;
+        }
+    }
+    true
+}
+
 /// A mapping of its own of `len` bytes at a multiple of `align`, with [`GUARD`] inaccessible
 /// below it when `guard` and the OS makes one ([`os::HAS_GUARD`]; where it refuses, too many
 /// mappings, the mapping goes unguarded). None when the OS has no memory.
-fn map_own(len: usize, align: usize, guard: bool) -> Option<(*mut u8, Origin)> {
+fn map_own(len: usize, align: usize, guard: bool) -> Option<Piece> {
     let below = if guard && os::HAS_GUARD { GUARD } else { 0 };
     debug_assert!(below % align == 0 || align > GUARD);
     let g = os::map_aligned(len + below, align);
@@ -584,13 +767,17 @@ fn map_own(len: usize, align: usize, guard: bool) -> Option<(*mut u8, Origin)> {
         } else {
             origin
         };
-        Some((g.add(below), origin))
+        Some(Piece {
+            base: g.add(below),
+            origin,
+            zero: true,
+        })
     }
 }
 
 /// Takes the `len` bytes (whole granules) at `at` of the arena `origin` when they are all free
-/// there, committed (their memory reads as zero). False when any of them is in use, or `at` is
-/// the range's end.
+/// there (one run, clean or dirty), usable ([`usable`]). False when any of them is in use, or `at`
+/// is the range's end.
 fn take_after(at: *mut u8, len: usize, origin: Origin) -> bool {
     let r = origin.range();
     let taken = {
@@ -598,13 +785,8 @@ fn take_after(at: *mut u8, len: usize, origin: Origin) -> bool {
         let g = (at as usize - a.ranges[r].base as usize) / GRANULE;
         a.take_at(r, g, len / GRANULE)
     };
-    // SAFETY: the run just taken: decommitted, ours alone.
-    if taken && unsafe { !os::commit(at, len) } {
-        // SAFETY: the run just taken, unused; decommitted still.
-        unsafe { give_run(at, len, origin) };
-        return false;
-    }
-    taken
+    // SAFETY: a run just taken, ours alone: dirty (committed) or decommitted.
+    taken.is_some_and(|dirty| unsafe { usable(at, len, origin, dirty) })
 }
 
 /// Maps a range of `want` bytes (or less, down to `least`) and adds it, all one free run; false
@@ -651,11 +833,11 @@ fn grow(want: usize, least: usize) -> bool {
     a.live += 1;
     a.idle += 1; // all free until the take it was mapped for
     a.total += granules;
-    a.insert(r, 0, granules);
+    a.insert(r, 0, granules, false, 0);
     true
 }
 
-/// What [`take`] had, unmarked, back where it came from (see [`give`]).
+/// What [`take`] had, unmarked, back where it came from at once (see [`give`]).
 ///
 /// # Safety
 /// As [`give`]'s, and out of the address map.
@@ -666,7 +848,7 @@ unsafe fn release(base: *mut u8, len: usize, origin: Origin) {
     unsafe {
         if origin.is_run() {
             os::decommit(base, len);
-            return give_run(base, len, origin);
+            return index_run(base, len, origin, false);
         }
         if os::PARTIAL_UNMAP {
             os::unmap_part(base, len)
@@ -679,18 +861,20 @@ unsafe fn release(base: *mut u8, len: usize, origin: Origin) {
     }
 }
 
-/// [`release`]'s second half for a run: the decommitted run back in the index (and its range
-/// back to the OS when that frees it and enough are idle).
+/// The run `[base, base + len)` of `origin` back in the index, dirty or clean (decommitted), and
+/// its range back to the OS when that frees it and enough are idle.
 ///
 /// # Safety
-/// As [`release`]'s, the run decommitted.
-unsafe fn give_run(base: *mut u8, len: usize, origin: Origin) {
+/// A run of that arena, whole granules, out of the index; nothing refers to it; decommitted
+/// unless `dirty`.
+unsafe fn index_run(base: *mut u8, len: usize, origin: Origin, dirty: bool) {
     let r = origin.range();
+    let now = if dirty { os::now_ms() } else { 0 };
     let gone = {
         let mut a = ARENAS.lock();
         let g = (base as usize - a.ranges[r].base as usize) / GRANULE;
         debug_assert!(g + len / GRANULE <= a.ranges[r].granules);
-        a.give(r, g, len / GRANULE)
+        a.give(r, g, len / GRANULE, dirty, now)
     };
     if let Some((range, meta_len)) = gone {
         // SAFETY: the range left the arenas under the lock: all of it free, nobody's; its records
@@ -700,6 +884,12 @@ unsafe fn give_run(base: *mut u8, len: usize, origin: Origin) {
             os::unmap(range.meta.cast(), meta_len);
         }
     }
+}
+
+/// Bytes in the arenas' dirty runs (freed spans waiting resident).
+#[cfg(test)]
+pub fn dirty_bytes() -> usize {
+    ARENAS.lock().dirty * GRANULE
 }
 
 /// Bytes free in the arenas and bytes of all their ranges (address space, not memory).
@@ -725,61 +915,73 @@ pub(crate) unsafe fn unlock_after_fork() {
 mod tests {
     use super::*;
 
+    const BLANK: Granule = Granule {
+        head: 0,
+        tail: 0,
+        next: 0,
+        prev: 0,
+        older: 0,
+        newer: 0,
+        at: 0,
+        dirty: false,
+    };
+
     /// The index on a range of its own (not the process's arenas): runs cut, aligned, given back
     /// and joined, found by bin whatever their number.
     #[test]
     fn runs_are_cut_aligned_joined_and_found_by_bin() {
         let granules = 256;
-        let mut meta = std::vec![
-            Granule {
-                head: 0,
-                tail: 0,
-                next: 0,
-                prev: 0
-            };
-            granules
-        ];
+        let mut meta = std::vec![BLANK; granules];
         let mut a = one_range(&mut meta);
         let base = a.ranges[0].base;
         // All free: the range counts as idle.
         a.idle = 1;
-        a.insert(0, 0, granules);
+        a.insert(0, 0, granules, false, 0);
         // One granule at a time: consecutive, from the start.
-        let got: std::vec::Vec<_> = (0..10).map(|_| a.take(1, GRANULE).unwrap()).collect();
-        assert_eq!(got, (0..10).map(|g| (0, g)).collect::<std::vec::Vec<_>>());
+        let got: std::vec::Vec<_> = (0..10)
+            .map(|_| a.take(1, GRANULE, true, false).unwrap())
+            .collect();
+        assert_eq!(
+            got,
+            (0..10).map(|g| (0, g, false)).collect::<std::vec::Vec<_>>()
+        );
         assert_eq!(a.free, granules - 10);
         // Aligned to 2 MiB (8 granules): the first such start after them.
-        assert_eq!(a.take(4, 2 << 20), Some((0, 16)));
+        assert_eq!(a.take(4, 2 << 20, true, false), Some((0, 16, false)));
         // The gap [10, 16) is a run of 6: an exact request takes it.
-        assert_eq!(a.take(6, GRANULE), Some((0, 10)));
+        assert_eq!(a.take(6, GRANULE, true, false), Some((0, 10, false)));
         // A span ending at granule 20 grows into the free run after it, in place; not into a
         // granule in use, nor from inside a run.
-        assert!(a.take_at(0, 20, 3));
+        assert_eq!(a.take_at(0, 20, 3), Some(false));
         assert_eq!(a.at(0, 23).head as usize, granules - 23);
-        assert!(!a.take_at(0, 19, 1), "in use");
-        assert!(!a.take_at(0, 24, 1), "inside a free run");
-        assert!(a.give(0, 20, 3).is_none());
+        assert_eq!(a.take_at(0, 19, 1), None, "in use");
+        assert_eq!(a.take_at(0, 24, 1), None, "inside a free run");
+        assert!(a.give(0, 20, 3, false, 0).is_none());
         // Give back every other single granule: none joins; a request of 2 cannot use them.
         for g in (0..10).step_by(2) {
-            a.give(0, g, 1);
+            a.give(0, g, 1, false, 0);
         }
-        assert_eq!(a.nonempty & 1, 1, "runs of one granule wait in bin 0");
-        assert_eq!(a.take(2, GRANULE), Some((0, 20)));
+        assert_eq!(
+            a.bins[0].nonempty & 1,
+            1,
+            "runs of one granule wait in bin 0"
+        );
+        assert_eq!(a.take(2, GRANULE, true, false), Some((0, 20, false)));
         // Give back the odd ones: all of [0, 10) joins into one run, then with [10, 16) and
         // [16, 20) into [0, 22): one run.
         for g in (1..10).step_by(2) {
-            a.give(0, g, 1);
+            a.give(0, g, 1, false, 0);
         }
-        a.give(0, 10, 6);
-        a.give(0, 16, 4);
-        a.give(0, 20, 2);
+        a.give(0, 10, 6, false, 0);
+        a.give(0, 16, 4, false, 0);
+        a.give(0, 20, 2, false, 0);
         assert_eq!(a.free, granules, "everything back");
         assert_eq!(a.at(0, 0).head as usize, granules, "one run again");
-        assert_eq!(a.nonempty, 1 << EXACT_BINS);
+        assert_eq!(a.bins[0].nonempty, 1 << EXACT_BINS);
         // Too long for any run.
-        assert_eq!(a.take(granules + 1, GRANULE), None);
-        assert_eq!(a.take(granules, GRANULE), Some((0, 0)));
-        assert_eq!(a.nonempty, 0);
+        assert_eq!(a.take(granules + 1, GRANULE, true, false), None);
+        assert_eq!(a.take(granules, GRANULE, true, false), Some((0, 0, false)));
+        assert_eq!(a.bins[0].nonempty, 0);
         assert_eq!(a.idle, 0);
         // A second range: while the first is in use, the second, freed whole, stays (idle);
         // then the first, freed whole too, leaves (one idle range is enough).
@@ -790,15 +992,20 @@ mod tests {
             meta: meta2.as_mut_ptr(),
         };
         (a.n, a.live, a.idle) = (2, 2, 1);
-        a.insert(1, 0, granules);
-        assert_eq!(a.take(3, GRANULE), Some((1, 0)));
+        a.insert(1, 0, granules, false, 0);
+        assert_eq!(a.take(3, GRANULE, true, false), Some((1, 0, false)));
         assert_eq!(a.idle, 0);
-        assert!(a.give(1, 0, 3).is_none(), "the only idle range stays");
+        assert!(
+            a.give(1, 0, 3, false, 0).is_none(),
+            "the only idle range stays"
+        );
         assert_eq!(a.idle, 1);
-        let gone = a.give(0, 0, granules).expect("a second idle range leaves");
+        let gone = a
+            .give(0, 0, granules, false, 0)
+            .expect("a second idle range leaves");
         assert_eq!((gone.0.base, a.live, a.idle), (base, 1, 1));
         assert_eq!(a.free_slot(), Some(0), "its slot takes the next range");
-        assert_eq!(a.take(granules, GRANULE), Some((1, 0)));
+        assert_eq!(a.take(granules, GRANULE, true, false), Some((1, 0, false)));
     }
 
     /// An index over one range of `granules` at 64 MiB (2 MiB-aligned, never dereferenced), with
@@ -811,9 +1018,11 @@ mod tests {
             live: 1,
             idle: 0,
             idle_max: 1,
-            bins: [NIL; BINS],
-            nonempty: 0,
+            bins: [NO_BINS; 2],
+            oldest: NIL,
+            newest: NIL,
             free: 0,
+            dirty: 0,
             total: granules,
         };
         a.ranges[0] = Range {
@@ -829,38 +1038,80 @@ mod tests {
     /// slack (issue 47); a run whose aligned start leaves too little is not.
     #[test]
     fn an_aligned_request_takes_a_run_that_fits_it_exactly() {
-        let blank = Granule {
-            head: 0,
-            tail: 0,
-            next: 0,
-            prev: 0,
-        };
+        let blank = BLANK;
         let align = 2 << 20; // 8 granules
         assert_eq!(align / GRANULE, 8);
         // An exactly aligned run of 8, and a long run: the 8 is taken whole, the long run kept.
         let mut meta = std::vec![blank; 256];
         let mut a = one_range(&mut meta);
-        a.insert(0, 8, 8);
-        a.insert(0, 20, 100);
-        assert_eq!(a.take(8, align), Some((0, 8)));
+        a.insert(0, 8, 8, false, 0);
+        a.insert(0, 20, 100, false, 0);
+        assert_eq!(a.take(8, align, true, false), Some((0, 8, false)));
         assert_eq!(a.at(0, 20).head, 100, "the long run is not cut");
         assert_eq!(a.free, 100);
         // A run of 10 from granule 7: aligned at 8 it holds 8, leaving one granule each side.
         let mut meta = std::vec![blank; 256];
         let mut a = one_range(&mut meta);
-        a.insert(0, 7, 10);
-        a.insert(0, 20, 100);
-        assert_eq!(a.take(8, align), Some((0, 8)));
+        a.insert(0, 7, 10, false, 0);
+        a.insert(0, 20, 100, false, 0);
+        assert_eq!(a.take(8, align, true, false), Some((0, 8, false)));
         assert_eq!((a.at(0, 7).head, a.at(0, 16).head), (1, 1));
         assert_eq!(a.at(0, 20).head, 100);
         // A run of 8 from granule 9 holds no aligned 8: the long run gives them, at 24.
         let mut meta = std::vec![blank; 256];
         let mut a = one_range(&mut meta);
-        a.insert(0, 9, 8);
-        a.insert(0, 20, 100);
-        assert_eq!(a.take(8, align), Some((0, 24)));
+        a.insert(0, 9, 8, false, 0);
+        a.insert(0, 20, 100, false, 0);
+        assert_eq!(a.take(8, align, true, false), Some((0, 24, false)));
         assert_eq!(a.at(0, 9).head, 8, "the misaligned run stays free");
         // Without alignment nothing changes: the exact bin first.
-        assert_eq!(a.take(8, GRANULE), Some((0, 9)));
+        assert_eq!(a.take(8, GRANULE, true, false), Some((0, 9, false)));
+    }
+
+    /// Dirty runs (given back resident) are taken before clean ones, never join clean neighbours,
+    /// and are purged oldest first once they waited the delay, joining the clean runs then; a
+    /// span cut with `skip` from a dirty run with room starts a step in.
+    #[test]
+    fn dirty_runs_are_reused_first_kept_apart_and_purged_oldest_first() {
+        let mut meta = std::vec![BLANK; 64];
+        let mut a = one_range(&mut meta);
+        a.idle = 1;
+        a.insert(0, 0, 64, false, 0);
+        // Three spans taken, then given back dirty at 10, 20 and 30 ms.
+        let spans: std::vec::Vec<_> = (0..3)
+            .map(|_| a.take(4, GRANULE, true, false).unwrap())
+            .collect();
+        assert_eq!(spans, [(0, 0, false), (0, 4, false), (0, 8, false)]);
+        assert!(a.give(0, 8, 4, true, 10).is_none());
+        assert!(a.give(0, 0, 4, true, 20).is_none());
+        assert_eq!(
+            a.at(0, 12).head,
+            52,
+            "the dirty run at 8 did not join the clean one after it"
+        );
+        assert_eq!((a.dirty, a.free), (8, 60));
+        // A request of 4 takes a dirty run, the newest of its bin first.
+        assert_eq!(a.take(4, GRANULE, true, false), Some((0, 0, true)));
+        assert!(a.give(0, 0, 4, true, 20).is_none());
+        // The middle span back dirty: the three join, as new as the newest part.
+        assert!(a.give(0, 4, 4, true, 30).is_none());
+        assert_eq!((a.at(0, 0).head, a.at(0, 0).at, a.dirty), (12, 30, 12));
+        // Cut with `skip`: a step in; the granules before and after stay dirty.
+        assert_eq!(a.take(2, GRANULE, true, true), Some((0, 1, true)));
+        assert_eq!((a.at(0, 0).head, a.at(0, 3).head, a.dirty), (1, 9, 10));
+        assert!(a.give(0, 1, 2, true, 30).is_none());
+        // Not expired at 35 with a delay of 10; expired at 40: taken out whole, then back clean,
+        // one run again with the clean rest.
+        assert_eq!(a.take_expired(35, 10), None);
+        let (r, g, n) = a.take_expired(40, 10).expect("expired");
+        assert_eq!((r, g, n, a.dirty), (0, 0, 12, 0));
+        assert_eq!(a.take_expired(40, 0), None, "no dirty run left");
+        assert!(a.give(r, g, n, false, 0).is_none());
+        assert_eq!((a.at(0, 0).head, a.free), (64, 64));
+        // Ages are read across the clock's wrap.
+        assert!(a.take(4, GRANULE, true, false).is_some());
+        assert!(a.give(0, 0, 4, true, u32::MAX - 5).is_none());
+        assert_eq!(a.take_expired(3, 10), None);
+        assert_eq!(a.take_expired(5, 10), Some((0, 0, 4)));
     }
 }

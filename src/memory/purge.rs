@@ -3,8 +3,9 @@
 //! started from here alone ([`running`]), and [`trim`], which applies it with a delay of zero.
 //! Every period the thread reaps abandoned chunks whose blocks were freed and gives back the empty
 //! chunks that waited the delay (`chunk_lists::purge_expired`), then the freed spans that waited it
-//! (`span::expire`: to their arena, purged, or to the OS). The layers below know nothing of the
-//! thread: the chunk source is told by its caller whether the purger runs.
+//! (`span::expire`: the arenas' dirty runs, freed spans cut from them, decommitted; the mappings
+//! of their own in the span cache, to the OS). The layers below know nothing
+//! of the thread: each is told by its caller whether the purger runs.
 //!
 //! It also keeps the memory promise for `PoolAlloc`'s large blocks, which the system allocator
 //! holds: glibc keeps freed blocks in its arenas (only the top of a heap above a threshold goes
@@ -93,7 +94,8 @@ fn main() {
     }
 }
 
-/// One period: the chunks, then the spans, that waited `delay_ms` at `now` go back.
+/// One period: the chunks, then the spans (the arenas' dirty runs, and the mappings in the span
+/// cache), that waited `delay_ms` at `now` go back.
 fn tick(now: u32, delay_ms: u32) {
     chunk_lists::purge_expired(now, delay_ms);
     span::expire(now, delay_ms);

@@ -181,7 +181,7 @@ impl After {
             // SAFETY: a whole, UNIT-aligned part of a region of ours (the whole region where a
             // region is one unit), which nobody refers to; one cut from an arena goes back to it
             // (purged there), its address space kept for the next region or span.
-            After::Give(u) => unsafe { arena::give(u.base, UNIT, u.origin, Kind::Chunk) },
+            After::Give(u) => unsafe { arena::give(u.base, UNIT, u.origin, Kind::Chunk, false) },
         }
     }
 }
@@ -528,14 +528,17 @@ fn map_region(len: usize) -> bool {
     } else {
         arena::Source::Any
     };
-    let Some((m, origin)) = arena::take(len, UNIT, Kind::Chunk, source) else {
+    let Some(arena::Piece {
+        base: m, origin, ..
+    }) = arena::take(len, UNIT, Kind::Chunk, source)
+    else {
         return false;
     };
     // SAFETY: our own fresh memory, of whole units, UNIT-aligned: whole huge pages (when huge).
     let huge = huge && unsafe { os::advise_huge(m, len) };
     if !record(m, len, huge, origin) {
         // SAFETY: just taken as chunks, unused, writable.
-        unsafe { arena::give(m, len, origin, Kind::Chunk) };
+        unsafe { arena::give(m, len, origin, Kind::Chunk, false) };
         return false;
     }
     hardened::init_link_keys();

@@ -134,10 +134,10 @@ fn alloc_in(size: usize, align: usize, arena_ok: bool) -> (*mut u8, bool) {
                     return (p, false);
                 }
             }
-            let Some((b, origin)) = new_span(len, balign, arena_ok) else {
+            let Some(piece) = new_span(len, balign, arena_ok) else {
                 return (ptr::null_mut(), false);
             };
-            (b, len, origin, true)
+            (piece.base, len, piece.origin, piece.zero)
         }
     };
     // SAFETY: base + offset(align) < base + len lies in the span, and the header's 64 bytes
@@ -151,9 +151,10 @@ fn alloc_in(size: usize, align: usize, arena_ok: bool) -> (*mut u8, bool) {
 }
 
 /// A span of `len` bytes at a multiple of `balign` that no waiting span held: cut from an arena
-/// where it is short enough (no system call in the steady state) and `arena_ok`, else a mapping of
-/// its own ([`arena::take`]); marked in the address map, its memory zero. None when out of memory.
-fn new_span(len: usize, balign: usize, arena_ok: bool) -> Option<(*mut u8, Origin)> {
+/// where it is short enough (no system call in the steady state; a dirty run first, resident) and
+/// `arena_ok`, else a mapping of its own ([`arena::take`]); marked in the address map. None when
+/// out of memory.
+fn new_span(len: usize, balign: usize, arena_ok: bool) -> Option<arena::Piece> {
     let source = if arena_ok {
         arena::Source::Any
     } else {
@@ -252,8 +253,14 @@ pub unsafe fn stays(p: *mut u8, new_size: usize) -> bool {
 /// # Safety
 /// The span is ours, whole granules, unused, and out of every header.
 unsafe fn release(base: *mut u8, len: usize, origin: Origin, may_wait: bool) {
-    // SAFETY: forwarded.
-    unsafe { cache::release(base, len, origin, may_wait, SMALL_SPAN) };
+    // SAFETY: forwarded: a run waits in its arena, dirty; a mapping in the span cache.
+    unsafe {
+        if origin.is_run() {
+            arena::give(base, len, origin, Kind::Span, may_wait)
+        } else {
+            cache::release(base, len, origin, may_wait, SMALL_SPAN)
+        }
+    }
 }
 
 /// Frees the span block `p`. Returns its usable size (for the statistics), or None when `p` is not
@@ -432,7 +439,12 @@ unsafe fn move_to_new_span(
     let (base, len, origin) = unsafe { ((*h).base, (*h).len, (*h).origin) };
     let off = p as usize - base as usize;
     let balign = base_align(if off > HEADER { off } else { 1 }, new_len);
-    let Some((dst, dst_origin)) = new_span(new_len, balign, false) else {
+    let Some(arena::Piece {
+        base: dst,
+        origin: dst_origin,
+        ..
+    }) = new_span(new_len, balign, false)
+    else {
         return (ptr::null_mut(), 0);
     };
     if origin.is_run() || dst_origin.is_run() {
@@ -549,8 +561,10 @@ fn grow_largest(size: usize, align: usize, balign: usize) -> Option<*mut u8> {
     Some(q)
 }
 
-/// Unmaps the waiting spans that waited `delay_ms` or longer (all of them when `delay_ms` is 0).
+/// Gives back the freed spans that waited `delay_ms` or longer (all of them when `delay_ms` is 0):
+/// the arenas' dirty runs purged, the span cache's mappings unmapped.
 pub fn expire(now: u32, delay_ms: u32) {
+    arena::purge_expired(now, delay_ms);
     cache::expire(now, delay_ms);
 }
 
@@ -667,8 +681,8 @@ pub(crate) mod tests {
         ignore = "Miri cannot unmap part of a mapping (os::map_aligned trims)"
     )]
     fn a_growing_block_grows_in_place_then_moves_into_a_waiting_span() {
-        if !os::PARTIAL_UNMAP && !arena::ENABLED {
-            return; // nothing is cut or joined there (span_cache.rs)
+        if !os::PARTIAL_UNMAP {
+            return; // mappings are not cut or joined there (span_cache.rs)
         }
         alone(
             "memory::span::tests::a_growing_block_grows_in_place_then_moves_into_a_waiting_span",
@@ -679,8 +693,9 @@ pub(crate) mod tests {
     fn a_growing_block_grows_in_place_then_moves_into_a_waiting_span_alone() {
         let _turn = turn();
         expire(os::now_ms(), 0);
-        let (a, _) = alloc(3 << 20, 16);
-        let (w, _) = alloc(1 << 20, 16);
+        // Mappings of their own (as blocks grown out of the classes are): they wait in the cache.
+        let (a, _) = alloc_grown(3 << 20, 16);
+        let (w, _) = alloc_grown(1 << 20, 16);
         // SAFETY: w is live, 1 MiB, freed once: its span (1.25 MiB) waits.
         unsafe {
             ptr::write_bytes(w, 0xee, 1 << 20);
@@ -731,12 +746,10 @@ pub(crate) mod tests {
             assert!(!is_block(q));
             assert!((0..200_000).all(|i| *r.add(i) == (i % 251) as u8));
             assert!((200_000..600_000).all(|i| *r.add(i) == 3));
-            // Waiting: w's whole span again, and a's 1 MiB tail: two pieces of two mappings. Cut
-            // from an arena, they are one piece when nothing was cut between them (the three
-            // touch), or two: other tests' chunk regions come from the arenas too.
+            // Waiting: w's whole span again, and a's 1 MiB tail: two pieces of two mappings.
             let pieces = || {
                 let (n, bytes) = cache::waiting();
-                assert!(n == 2 || arena::ENABLED && n == 1, "{n} pieces");
+                assert_eq!(n, 2, "pieces");
                 bytes
             };
             assert_eq!(pieces(), (5 << 18) + (1 << 20));
@@ -750,6 +763,74 @@ pub(crate) mod tests {
         }
         expire(os::now_ms(), 0);
         assert_eq!(cache::waiting().0, 0);
+    }
+
+    /// A freed span cut from an arena waits in it, dirty (resident), not in the span cache: a
+    /// smaller block takes its pages (not fresh: no fault) where it was (a step in with
+    /// `hardened`, so its address is not the freed block's), grows into the rest in place, and
+    /// what is freed waits until the purge (`expire`) decommits it.
+    #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "Miri cannot unmap part of a mapping (os::map_aligned trims)"
+    )]
+    fn a_freed_arena_span_waits_dirty_in_its_arena() {
+        if arena::ENABLED {
+            alone(
+                "memory::span::tests::a_freed_arena_span_waits_dirty_in_its_arena",
+                a_freed_arena_span_waits_dirty_in_its_arena_alone,
+            );
+        }
+    }
+
+    fn a_freed_arena_span_waits_dirty_in_its_arena_alone() {
+        let _turn = turn();
+        expire(os::now_ms(), 0);
+        assert_eq!(arena::dirty_bytes(), 0);
+        let (w, fresh) = alloc(1 << 20, 16);
+        assert!(fresh, "a new span reads as zero");
+        // SAFETY: w is live, 1 MiB, freed once.
+        unsafe {
+            ptr::write_bytes(w, 0xee, 1 << 20);
+            assert!(free(w, true).is_some());
+        }
+        assert_eq!(
+            arena::dirty_bytes(),
+            5 << 18,
+            "the span (1.25 MiB) waits dirty"
+        );
+        assert_eq!(cache::waiting().0, 0, "not in the span cache");
+        let (p, fresh) = alloc(200_000, 16);
+        assert!(!fresh, "its pages reused");
+        let hardened = cfg!(feature = "hardened");
+        assert_eq!(
+            p,
+            w.wrapping_add(if hardened { CHUNK_SIZE } else { 0 }),
+            "cut from the freed span"
+        );
+        // SAFETY: p holds 200 000 bytes; the resize keeps them.
+        unsafe {
+            ptr::write_bytes(p, 7, 200_000);
+            let (q, u) = resize(p, 600_000, true);
+            assert_eq!(q, p, "grown into the rest of the dirty run, in place");
+            assert!(u >= 600_000);
+            assert!((0..200_000).all(|i| *q.add(i) == 7));
+            assert!(free(q, true).is_some());
+        }
+        assert_eq!(arena::dirty_bytes(), 5 << 18);
+        // Not purged before the delay; purged after it (here: a delay of zero).
+        expire(os::now_ms(), 60_000);
+        assert_eq!(arena::dirty_bytes(), 5 << 18);
+        expire(os::now_ms(), 0);
+        assert_eq!(arena::dirty_bytes(), 0);
+        let (r, fresh) = alloc(1 << 20, 16);
+        assert!(fresh, "purged: zero again");
+        // SAFETY: r is live, 1 MiB.
+        unsafe {
+            assert!((0..1 << 20).step_by(4096).all(|i| *r.add(i) == 0));
+            assert!(free(r, false).is_some());
+        }
+        assert_eq!(arena::dirty_bytes(), 0, "without the purger nothing waits");
     }
 
     /// Spans up to [`arena::MAX_RUN`] are cut from the arenas: a heap of them built, freed and

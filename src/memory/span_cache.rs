@@ -1,4 +1,6 @@
-//! Freed spans waiting for reuse (`span.rs`'s cache), kept by address and size: a request takes
+//! Freed spans of their own mappings waiting for reuse (`span.rs`'s cache: blocks above the arenas'
+//! longest run, and blocks grown out of the size classes, which `mremap` grows; a span cut from
+//! an arena waits in its arena instead, dirty: `arena::give`), kept by address and size: a request takes
 //! the smallest waiting span that holds it, cut to its size (the rest waits on), and a span freed
 //! next to a waiting piece of the same mapping joins it; a block that grows takes the waiting piece
 //! just after its span, in place. So a program that frees a 4 MiB buffer and builds the next one
@@ -9,8 +11,7 @@
 //! of the kernel's mappings, so it can always be moved or grown by one `mremap`. Where the OS
 //! cannot unmap part of a mapping (Windows releases whole reservations only: `os::PARTIAL_UNMAP`
 //! is false) a span of its own mapping is never cut or joined: a request takes a whole waiting
-//! span of nearly its size. Spans cut from an arena are cut and joined everywhere ([`Origin::cuttable`]):
-//! the arena takes back any run of its granules.
+//! span of nearly its size ([`Origin::cuttable`]).
 //!
 //! With `hardened` a request cut from a waiting span longer than it starts a granule into it
 //! ([`SKIP`]): a freed block's address is not the next smaller block's, so a dangling pointer to it
@@ -24,7 +25,7 @@
 //! RSS falls within a second of the program going idle.
 
 use crate::base::lock::{Lock, Rank};
-use crate::chunks::addr_map::{self, Kind};
+use crate::chunks::addr_map::Kind;
 use crate::chunks::chunk::CHUNK_SIZE;
 use crate::memory::arena::{self, Origin};
 use crate::{checks::hardened, os};
@@ -312,7 +313,7 @@ pub fn take_largest(min: usize) -> Option<(*mut u8, usize, Origin)> {
     let s = {
         let mut c = CACHE.lock();
         let i = (0..c.n)
-            .filter(|&i| c.entries[i].len >= min && !c.entries[i].origin.is_run())
+            .filter(|&i| c.entries[i].len >= min)
             .max_by_key(|&i| c.entries[i].len)?;
         c.remove(i)
     };
@@ -338,6 +339,7 @@ fn reused(p: *mut u8, len: usize, origin: Origin) -> bool {
 /// # Safety
 /// The span is ours, whole granules, and unused.
 pub unsafe fn release(base: *mut u8, len: usize, origin: Origin, may_wait: bool, small: usize) {
+    debug_assert!(!origin.is_run(), "a run waits in its arena");
     let mut out = Out::new();
     let s = Waiting {
         base,
@@ -356,21 +358,15 @@ pub unsafe fn release(base: *mut u8, len: usize, origin: Origin, may_wait: bool,
     out.give();
 }
 
-/// Gives the span (or piece) `[base, base + len)` of `origin` back for good ([`arena::give`]).
+/// Gives the span (or piece) `[base, base + len)` of `origin` back for good, to the OS
+/// ([`arena::give`]).
 ///
 /// # Safety
 /// The span is ours, whole granules, and unused.
 pub unsafe fn give(base: *mut u8, len: usize, origin: Origin) {
-    // An arena hands out writable runs: a piece protected while it waited (`hardened-full`) is
-    // made writable first. Where the OS refuses, its address space is given up instead (the
-    // arena never sees it again). A mapping of its own goes whatever its protection.
-    if origin.is_run() && !hardened::on_span_reused(base, len) {
-        addr_map::set(Kind::Span, base, len, false);
-        // SAFETY: a page-aligned part of the arena's mapping that nothing refers to, unmarked.
-        return unsafe { os::unmap_part(base, len) };
-    }
-    // SAFETY: taken as a span (pieces join only within their origin), unused, writable.
-    unsafe { arena::give(base, len, origin, Kind::Span) }
+    // SAFETY: taken as a span (pieces join only within their origin), unused; a mapping goes to
+    // the OS whatever its protection.
+    unsafe { arena::give(base, len, origin, Kind::Span, false) }
 }
 
 /// Unmaps the waiting spans that waited `delay_ms` or longer (all of them when `delay_ms` is 0).
