@@ -3,7 +3,7 @@
 //! jemalloc's extents).
 //!
 //! - **The one way in and out.** Memory for blocks (regions of chunks, spans) is taken by [`take`]
-//!   (length, alignment, kind in the address map, [`Source`]) and given back by [`give`]: each
+//!   (length, alignment, kind in the address map, [`Place`]) and given back by [`give`]: each
 //!   piece carries its [`Origin`] (an arena's run, or a mapping of its own, with or without a
 //!   guard below it), so marking, commit, roll-back and the way back are done here once, whatever
 //!   took it. [`extend`] grows a piece in place.
@@ -253,7 +253,7 @@ impl Origin {
 
 /// Where [`take`] may find memory.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Source {
+pub enum Place {
     /// A run of an arena where one holds the request ([`MAX_RUN`], [`MAX_ALIGN`]), else a mapping
     /// of its own.
     Any,
@@ -265,7 +265,7 @@ pub enum Source {
     Guarded,
 }
 
-/// The inaccessible space below a [`Source::Guarded`] mapping: a write up to 2 MiB below its
+/// The inaccessible space below a [`Place::Guarded`] mapping: a write up to 2 MiB below its
 /// start faults.
 pub const GUARD: usize = 2 << 20;
 
@@ -576,20 +576,20 @@ pub struct Piece {
 
 /// Takes `len` bytes (whole granules) at a multiple of `align` (a power of two, at least a
 /// granule) for memory of `kind`: a run of an arena (a dirty one first: resident, nothing faults),
-/// or a mapping of its own, as `source` allows; committed, writable, and marked `kind` in the
+/// or a mapping of its own, as `place` allows; committed, writable, and marked `kind` in the
 /// address map. The one way memory for blocks is taken (regions of chunks, spans); [`give`]
 /// returns it. With `hardened` a span cut from a dirty run with room to spare starts a step in,
 /// so a freed block's address is not at once the next one's. None when the OS has no memory, or
 /// the address map cannot mark it (then nothing is kept).
-pub fn take(len: usize, align: usize, kind: Kind, source: Source) -> Option<Piece> {
+pub fn take(len: usize, align: usize, kind: Kind, place: Place) -> Option<Piece> {
     debug_assert!(len % GRANULE == 0 && len > 0 && align.is_power_of_two());
-    let fits = source == Source::Any && len <= MAX_RUN && align <= MAX_ALIGN;
+    let fits = place == Place::Any && len <= MAX_RUN && align <= MAX_ALIGN;
     // A region's chunks are counted purged by `source` until handed out: regions take clean runs.
     let dirty_ok = kind == Kind::Span;
     let skip = cfg!(feature = "hardened") && kind == Kind::Span;
     let piece = match fits.then(|| take_run(len, align, dirty_ok, skip)).flatten() {
         Some(piece) => piece,
-        None => map_own(len, align, source == Source::Guarded)?,
+        None => map_own(len, align, place == Place::Guarded)?,
     };
     if addr_map::set(kind, piece.base, len, true) {
         return Some(piece);

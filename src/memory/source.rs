@@ -54,7 +54,7 @@ const ALL: u8 = (((1u16 << UNIT_CHUNKS) - 1) & 0xff) as u8;
 const _: () = assert!(UNIT_CHUNKS <= 8 && (REGION_CHUNKS * CHUNK_SIZE) % UNIT == 0);
 /// With `hardened` on 64-bit targets where regions hold 16 chunks, each region is a mapping of
 /// its own with [`arena::GUARD`] (2 MiB) of address space made inaccessible just below it (mapped
-/// with it, unmapped with its first unit: [`arena::Source::Guarded`]), so that a write below
+/// with it, unmapped with its first unit: [`arena::Place::Guarded`]), so that a write below
 /// the region's first chunk faults, up to 2 MiB below, where it would otherwise land in whatever
 /// the OS mapped there (the address map, another region): the underflow of a program's first block
 /// of a size, by a store or `memcpy`, or a megabyte below it (issue 41). No memory, no instruction
@@ -523,14 +523,14 @@ fn map_region(len: usize) -> bool {
             MAPPED.load(Ordering::Relaxed) >= m.saturating_mul((1 << 20) / CHUNK_SIZE)
         }
     } && units_hold_huge_pages(os::huge_page_size());
-    let source = if GUARDED {
-        arena::Source::Guarded
+    let place = if GUARDED {
+        arena::Place::Guarded
     } else {
-        arena::Source::Any
+        arena::Place::Any
     };
     let Some(arena::Piece {
         base: m, origin, ..
-    }) = arena::take(len, UNIT, Kind::Chunk, source)
+    }) = arena::take(len, UNIT, Kind::Chunk, place)
     else {
         return false;
     };

@@ -155,12 +155,12 @@ fn alloc_in(size: usize, align: usize, arena_ok: bool) -> (*mut u8, bool) {
 /// `arena_ok`, else a mapping of its own ([`arena::take`]); marked in the address map. None when
 /// out of memory.
 fn new_span(len: usize, balign: usize, arena_ok: bool) -> Option<arena::Piece> {
-    let source = if arena_ok {
-        arena::Source::Any
+    let place = if arena_ok {
+        arena::Place::Any
     } else {
-        arena::Source::Mapping
+        arena::Place::Mapping
     };
-    arena::take(len, balign, Kind::Span, source)
+    arena::take(len, balign, Kind::Span, place)
 }
 
 /// # Safety
