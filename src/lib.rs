@@ -49,7 +49,8 @@
 //! - **cached slot**: a slot freed by a remote free and not yet collected by its chunk's owner (in
 //!   a batch or on a remote-free list). It still counts in its chunk's `used`; statistics call it
 //!   `cached_slots` and `cached_bytes` (the table's `cached` column). "Cached" alone means only
-//!   this: the spans that wait for reuse are the **span cache**, whose places are *entries*.
+//!   this: the freed mappings of their own that wait for reuse are the **span cache**, whose places
+//!   are *entries* (a freed arena span waits in its arena, as a dirty run).
 //! - **supplied**: slots the slow path puts on a current chunk's free list for the fast path to hand
 //!   out; [`Stats::allocations`] counts small blocks as supplied slots.
 //! - **abandoned chunk**: a chunk with live slots whose owning thread exited; a heap that needs a
