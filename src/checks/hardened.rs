@@ -244,8 +244,14 @@ mod imp {
             if !link::poison_intact(p, size) {
                 let at = (2..size.min(POISON_BYTES) / 8)
                     .find(|&i| w.add(i).read() != POISON)
-                    .unwrap_or(2);
-                bad_hand_out(p, size, at * 8);
+                    .map(|i| i * 8)
+                    .or_else(|| {
+                        (size > POISON_BYTES)
+                            .then(|| link::rest_changed_at(p, size))
+                            .flatten()
+                    })
+                    .unwrap_or(16);
+                bad_hand_out(p, size, at);
             }
             // Clear the mark, so freeing the new block is not taken for a double free, and the
             // link word: a stale link left in a block the user never writes would otherwise be
@@ -501,6 +507,278 @@ mod imp {
         unsafe { os::protect(base, len, true) }
     }
 
+    // --- the C library with `hardened-full`: a canary after the request, and a quarantine ---------------
+
+    /// Whether the C library's small blocks carry a canary after the request and wait in
+    /// quarantine when freed (`hardened-full`).
+    const FULL: bool = cfg!(feature = "hardened-full");
+    /// Bytes a small request grows by for its canary's length (the last two bytes of the slot).
+    const CANARY_LEN: usize = 2;
+    /// Bytes after the request that carry the canary's pattern, at most (then the length).
+    const CANARY_CHECKED: usize = 64;
+
+    /// The size a small request of `size` bytes of the size-less interface is served at: with
+    /// `hardened-full`, room for a canary after it.
+    #[inline(always)]
+    pub fn padded(size: usize) -> usize {
+        if FULL {
+            size.saturating_add(CANARY_LEN)
+        } else {
+            size
+        }
+    }
+
+    /// The canary's pattern byte for a block with tag `t`: never zero, so a copy of zeros past the
+    /// end changes it.
+    #[inline(always)]
+    fn canary_byte(t: u64) -> u8 {
+        (t >> 8) as u8 | 1
+    }
+
+    /// The canary's length word for a block with tag `t` and `slack` bytes after its request.
+    #[inline(always)]
+    fn canary_len(t: u64, slack: usize) -> [u8; 2] {
+        ((slack as u16) ^ (t >> 16) as u16).to_le_bytes()
+    }
+
+    /// A slot of class `class` handed out for a request of `n` bytes (`n` + [`CANARY_LEN`] ≤ its
+    /// size, by [`padded`]): with `hardened-full`, writes the canary after the request: the
+    /// pattern byte over up to 64 bytes, then, in the slot's last two bytes, the slack, keyed.
+    #[inline]
+    pub fn on_request(p: *mut u8, class: usize, n: usize) {
+        if !FULL {
+            return;
+        }
+        let size = slot_size(class);
+        debug_assert!(n + CANARY_LEN <= size && size - n <= u16::MAX as usize);
+        let t = tag(p);
+        let end = (n + CANARY_CHECKED).min(size - CANARY_LEN);
+        // SAFETY: p is a live slot of `size` bytes that the caller just handed out or resized;
+        // n ≤ end ≤ size - 2, so both writes lie inside it.
+        unsafe {
+            core::ptr::write_bytes(p.add(n), canary_byte(t), end - n);
+            p.add(size - CANARY_LEN)
+                .cast::<[u8; 2]>()
+                .write(canary_len(t, size - n));
+        }
+    }
+
+    /// The request a live slot of class `class` was handed out for: its size without
+    /// `hardened-full`; with it, read from its canary, which must be intact (else the block
+    /// overflowed: abort).
+    #[inline]
+    pub fn request_of(p: *mut u8, class: usize) -> usize {
+        let size = slot_size(class);
+        if !FULL {
+            return size;
+        }
+        let t = tag(p);
+        // SAFETY: p is a live slot of `size` ≥ 8 bytes (caller), so its last two bytes are its.
+        let l = unsafe { p.add(size - CANARY_LEN).cast::<[u8; 2]>().read() };
+        let slack = (u16::from_le_bytes(l) ^ (t >> 16) as u16) as usize;
+        if !(CANARY_LEN..=size).contains(&slack) {
+            overflow(p, size, size - CANARY_LEN, None);
+        }
+        let n = size - slack;
+        let b = canary_byte(t);
+        for i in n..(n + CANARY_CHECKED).min(size - CANARY_LEN) {
+            // SAFETY: i < size - 2: inside the slot.
+            if unsafe { p.add(i).read() } != b {
+                overflow(p, size, i, Some(n));
+            }
+        }
+        n
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn overflow(p: *mut u8, size: usize, at: usize, n: Option<usize>) -> ! {
+        match n {
+            Some(n) => fatal(format_args!(
+                "heap overflow: block {p:p} of {n} bytes ({size}-byte slot) was written past its end: the canary at offset {at} changed"
+            )),
+            None => fatal(format_args!(
+                "heap overflow: block {p:p} ({size}-byte slot) was written past its end: the canary's length in its last bytes changed"
+            )),
+        }
+    }
+
+    /// Freed blocks of the C library held back from reuse (`hardened-full`): per class the last
+    /// [`Q_SMALL`] small blocks freed, and the last [`Q_LARGE`] large ones (with their usable
+    /// sizes). One lock for all (a test suite's level, not a service's: threads that free at once
+    /// wait on it).
+    struct Quarantine {
+        small: [[usize; Q_SMALL]; size_class::NUM_CLASSES],
+        next: [u8; size_class::NUM_CLASSES],
+        large: [(usize, usize); Q_LARGE],
+        next_large: usize,
+    }
+
+    /// Small blocks of one class a quarantine holds: a freed block comes back after 8 more frees
+    /// of its class.
+    const Q_SMALL: usize = 8;
+    /// Large blocks the quarantine holds (purged and read-only meanwhile, so they cost address
+    /// space, not memory).
+    const Q_LARGE: usize = 8;
+
+    static QUARANTINE: Lock<Quarantine> = Lock::new(
+        Rank::Quarantine,
+        Quarantine {
+            small: [[0; Q_SMALL]; size_class::NUM_CLASSES],
+            next: [0; size_class::NUM_CLASSES],
+            large: [(0, 0); Q_LARGE],
+            next_large: 0,
+        },
+    );
+
+    /// A small block `p` of class `class` (read from its chunk header) is freed through the
+    /// size-less interface. Without `hardened-full`: checked as [`on_free`], and `p` returned
+    /// (free it now). With it: checked (a live slot of its chunk; not on a free list, not in
+    /// quarantine; its canary intact), zeroed whole and put in quarantine; returned is the block
+    /// it pushes out (free that; null while the quarantine fills), whose zeros are checked first
+    /// (a write after free while it waited aborts) and which is marked free.
+    #[inline]
+    pub fn on_raw_slot_free(p: *mut u8, class: usize) -> *mut u8 {
+        let size = slot_size(class);
+        if !FULL {
+            // SAFETY: a class size with alignment 1 is a valid layout.
+            on_free(p, unsafe {
+                core::alloc::Layout::from_size_align_unchecked(size, 1)
+            });
+            return p;
+        }
+        let class = slot_of(p, size, 1, "free");
+        let size = slot_size(class);
+        // SAFETY: p is the start of a carved slot of `size` bytes (slot_of).
+        let on_list = if size < 16 {
+            unsafe { looks_free_8(p) }
+        } else {
+            unsafe { link::looks_free(p, size) }
+        };
+        if on_list {
+            double_free(p);
+        }
+        let mut q = QUARANTINE.lock();
+        if q.small[class].contains(&(p as usize)) {
+            drop(q);
+            quarantined(p, "double free of");
+        }
+        request_of(p, class);
+        // SAFETY: p is a live slot of `size` bytes its owner has just given up (checked above).
+        unsafe { core::ptr::write_bytes(p, 0, size) };
+        let i = q.next[class] as usize;
+        let out = core::mem::replace(&mut q.small[class][i], p as usize) as *mut u8;
+        q.next[class] = ((i + 1) % Q_SMALL) as u8;
+        drop(q);
+        if out.is_null() {
+            return out;
+        }
+        // SAFETY: `out` was a slot of `size` bytes, zeroed when it entered the quarantine and
+        // nobody's since (a write to it is the misuse looked for); it is ours to free now.
+        unsafe {
+            let changed = (0..size.min(POISON_BYTES) / 8)
+                .find(|&i| out.cast::<u64>().add(i).read() != 0)
+                .map(|i| i * 8)
+                .or_else(|| {
+                    (size > POISON_BYTES)
+                        .then(|| link::rest_changed_at(out, size))
+                        .flatten()
+                });
+            if let Some(at) = changed {
+                fatal(format_args!(
+                    "write after free detected in block {out:p} ({size}-byte class) at offset {at}, while it waited in quarantine"
+                ));
+            }
+            link::mark_free(out, size);
+        }
+        out
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn quarantined(p: *mut u8, what: &str) -> ! {
+        fatal(format_args!(
+            "{what} {p:p}: not a live block (freed already; it waits in quarantine)"
+        ))
+    }
+
+    /// `realloc` (or another use that needs a live block) of `p`, a small block of class `class`
+    /// or (`class` None) a large one: aborts when `p` waits in quarantine (`hardened-full`).
+    #[inline]
+    pub fn check_not_quarantined(p: *mut u8, class: Option<usize>) {
+        if !FULL {
+            return;
+        }
+        let q = QUARANTINE.lock();
+        let found = match class {
+            Some(c) => q.small.get(c).is_some_and(|r| r.contains(&(p as usize))),
+            None => q.large.iter().any(|&(b, _)| b == p as usize),
+        };
+        drop(q);
+        if found {
+            quarantined(p, "realloc of freed block");
+        }
+    }
+
+    /// A large block `p` of `usable` bytes (its canaries checked) is freed through the size-less
+    /// interface. Without `hardened-full`, `p` is returned (free it now). With it, `p` waits in
+    /// quarantine: zeroed (its whole pages given back to the OS, so they read as zeros and cost no
+    /// memory) and read-only from its span's first page on, so a write after free faults; returned
+    /// is the block it pushes out, writable again (free that; null while the quarantine fills).
+    pub fn on_raw_large_free(p: *mut u8, usable: impl FnOnce() -> usize) -> *mut u8 {
+        if !FULL {
+            return p;
+        }
+        let usable = usable();
+        let mut q = QUARANTINE.lock();
+        if q.large.iter().any(|&(b, _)| b == p as usize) {
+            drop(q);
+            quarantined(p, "double free of");
+        }
+        let page = os::page_size();
+        let (first, inner, end) = ro_range(p, usable, page);
+        // SAFETY: [p, p + usable) is the live block, ours now; [first, end) are whole pages of its
+        // span (first: the page of its header, below p), one mapping of the memory layer, which
+        // nobody writes while the block is live but ours: its header is only read until the
+        // block leaves the quarantine. The bytes before `inner` and from `end` are zeroed by hand.
+        unsafe {
+            if end > inner {
+                core::ptr::write_bytes(p, 0, inner - p as usize);
+                core::ptr::write_bytes(end as *mut u8, 0, p as usize + usable - end);
+                os::purge(inner as *mut u8, end - inner);
+            } else {
+                core::ptr::write_bytes(p, 0, usable);
+            }
+            if end > first {
+                os::protect(first as *mut u8, end - first, false);
+            }
+        }
+        let i = q.next_large;
+        let (out, out_usable) = core::mem::replace(&mut q.large[i], (p as usize, usable));
+        q.next_large = (i + 1) % Q_LARGE;
+        drop(q);
+        if out != 0 {
+            let (first, _, end) = ro_range(out as *mut u8, out_usable, page);
+            // SAFETY: as above, for the block leaving the quarantine: its pages back to writable
+            // (a refusal leaves them read-only, and the span's release unmaps or reuses them).
+            if end > first {
+                unsafe { os::protect(first as *mut u8, end - first, true) };
+            }
+        }
+        out as *mut u8
+    }
+
+    /// For a large block `p` of `usable` bytes: the start of its first page (its span header's),
+    /// of its first whole page, and the end of its last whole page.
+    fn ro_range(p: *mut u8, usable: usize, page: usize) -> (usize, usize, usize) {
+        let a = p as usize;
+        (
+            a & !(page - 1),
+            (a + page - 1) & !(page - 1),
+            (a + usable) & !(page - 1),
+        )
+    }
+
     // --- live large blocks ------------------------------------------------------------------------------
 
     /// The live large blocks' addresses.
@@ -538,16 +816,21 @@ mod imp {
         }
     }
 
-    /// Takes the large-block table's lock for `fork` (after every other allocator lock).
+    /// Takes the quarantine's and the large-block table's locks for `fork` (after every other
+    /// allocator lock).
     pub fn lock_for_fork() {
+        core::mem::forget(QUARANTINE.lock());
         core::mem::forget(LARGE.lock());
     }
 
     /// # Safety
     /// Only after [`lock_for_fork`], by the same thread or its forked child.
     pub unsafe fn unlock_after_fork() {
-        // SAFETY: held by lock_for_fork, guard forgotten.
-        unsafe { LARGE.force_unlock() };
+        // SAFETY: both held by lock_for_fork, guards forgotten.
+        unsafe {
+            LARGE.force_unlock();
+            QUARANTINE.force_unlock();
+        }
     }
 
     #[cfg(test)]
@@ -638,6 +921,32 @@ mod imp {
     pub fn on_large_alloc(_p: *mut u8) {}
     #[inline(always)]
     pub fn on_large_free(_p: *mut u8, _keep: bool) {}
+
+    #[inline(always)]
+    pub fn padded(size: usize) -> usize {
+        size
+    }
+
+    #[inline(always)]
+    pub fn on_request(_p: *mut u8, _class: usize, _n: usize) {}
+
+    #[inline(always)]
+    pub fn request_of(_p: *mut u8, class: usize) -> usize {
+        crate::base::size_class::size_of(class)
+    }
+
+    #[inline(always)]
+    pub fn on_raw_slot_free(p: *mut u8, _class: usize) -> *mut u8 {
+        p
+    }
+
+    #[inline(always)]
+    pub fn check_not_quarantined(_p: *mut u8, _class: Option<usize>) {}
+
+    #[inline(always)]
+    pub fn on_raw_large_free(p: *mut u8, _usable: impl FnOnce() -> usize) -> *mut u8 {
+        p
+    }
     #[inline(always)]
     pub fn lock_for_fork() {}
     /// # Safety
