@@ -14,7 +14,8 @@
 # block handed out). "signal" counts the programs that died of a signal (abort or fault). A
 # program still running after 10 s is killed and counted as not caught ("timeout").
 #
-# Output: one line per case and allocator ("caught", "signal NAME" or "-"), then the counts.
+# Output: one line per case and allocator ("caught", "signal NAME" or "-", and the first line the
+# program wrote to stderr: an abort's message), then the counts and the cases missed.
 set -u
 src=""
 if [ "${1:-}" = "--src" ]; then src=$2; shift 2; fi
@@ -49,9 +50,9 @@ for spec in "$@"; do
     for c in $cases; do
         total=$((total + 1))
         out=$(cd "$work" && if [ -n "$lib" ]; then
-            LD_PRELOAD="$lib" timeout -s KILL 10 "$work/bin/$c" 2>/dev/null </dev/null
+            LD_PRELOAD="$lib" timeout -s KILL 10 "$work/bin/$c" 2>"$work/err" </dev/null
         else
-            timeout -s KILL 10 "$work/bin/$c" 2>/dev/null </dev/null
+            timeout -s KILL 10 "$work/bin/$c" 2>"$work/err" </dev/null
         fi; echo "rc=$?")
         rc=${out##*rc=}
         how="-"
@@ -67,7 +68,7 @@ for spec in "$@"; do
         else
             missed="$missed $c"
         fi
-        echo "$name $c $how"
+        echo "$name $c $how $(head -c 300 "$work/err" | grep -a -v '^$' | head -1 | cut -c1-110)"
     done
     echo "== $name: caught $caught of $total ($signal died of a signal)"
     echo "== $name missed:$missed"

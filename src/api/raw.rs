@@ -69,6 +69,7 @@ fn new_large(size: usize, align: usize, how: Large) -> *mut u8 {
     if !p.is_null() {
         // SAFETY: p is a live span block just allocated.
         heap::count_large(true, unsafe { large::span_usable(p) });
+        checks::on_raw_large(p, ptr::null_mut());
     }
     p
 }
@@ -280,6 +281,7 @@ pub unsafe fn realloc(p: *mut u8, new_size: usize, align: usize) -> *mut u8 {
                 if let Some((q, now)) = unsafe { large::span_resize(p, new_size) } {
                     heap::count_large(false, usable);
                     heap::count_large(true, now);
+                    checks::on_raw_large(q, p);
                     checks::on_alloc(q, new_size);
                     return q;
                 }

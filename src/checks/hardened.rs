@@ -431,13 +431,17 @@ mod imp {
         tag(p).rotate_left(17) ^ 0x0bad_f00d_5eed_cafe
     }
 
+    /// Bytes of the canary after a span block: a word; with `hardened-full` eight, so an overflow
+    /// by up to 64 bytes changes it.
+    const SPAN_AFTER: usize = if FULL { 64 } else { 8 };
+
     /// The usable size of a span block of `size` bytes: the request rounded up to 16 bytes, so
     /// that a canary after it catches an overflow, where the span has room for the canary
     /// (`room`: bytes from the block to the span's end); else `page_usable`, as without the feature.
     #[inline]
     pub fn span_usable(size: usize, page_usable: usize, room: usize) -> usize {
         let exact = size.max(1).next_multiple_of(16);
-        if exact + 8 <= room {
+        if exact + SPAN_AFTER <= room {
             exact
         } else {
             page_usable
@@ -450,14 +454,16 @@ mod imp {
         // The keys are fixed before the first canary is (a program's first block may be large).
         link::init();
         // SAFETY: the word below p lies in the block's span header padding (span::HEADER leaves
-        // room for it); the word after the usable bytes lies in the span when usable + 8 ≤ room;
-        // both are ours, and 8-aligned (p is, usable is a multiple of 16 or of the page).
+        // room for it); the words after the usable bytes lie in the span when usable +
+        // SPAN_AFTER ≤ room; all are ours, and 8-aligned (p is, usable is a multiple of 16 or of
+        // the page).
         unsafe {
             p.cast::<u64>().sub(1).write(span_canary(p));
-            if usable + 8 <= room {
-                p.add(usable)
-                    .cast::<u64>()
-                    .write(span_canary(p.add(usable)));
+            if usable + SPAN_AFTER <= room {
+                for i in 0..SPAN_AFTER / 8 {
+                    let w = p.add(usable + i * 8);
+                    w.cast::<u64>().write(span_canary(w));
+                }
             }
         }
     }
@@ -476,8 +482,11 @@ mod imp {
                     "heap underflow: the bytes just below large block {p:p} were overwritten"
                 ));
             }
-            if usable + 8 <= room
-                && p.add(usable).cast::<u64>().read() != span_canary(p.add(usable))
+            if usable + SPAN_AFTER <= room
+                && (0..SPAN_AFTER / 8).any(|i| {
+                    let w = p.add(usable + i * 8);
+                    w.cast::<u64>().read() != span_canary(w)
+                })
             {
                 fatal(format_args!(
                     "heap overflow: the bytes just after large block {p:p} ({usable} usable bytes) were overwritten"
@@ -561,6 +570,59 @@ mod imp {
                 .cast::<[u8; 2]>()
                 .write(canary_len(t, size - n));
         }
+        watch(p, class);
+    }
+
+    /// With `hardened-full`, a large block `p` handed out by the size-less interface, or moved
+    /// there from `old` by a resize (`old` null: a new block): watched as [`watch`] says.
+    pub fn on_raw_large(p: *mut u8, old: *mut u8) {
+        if !FULL {
+            return;
+        }
+        if !old.is_null() {
+            QUARANTINE.lock().forget_live(old as usize);
+        }
+        watch(p, LARGE_CLASS);
+    }
+
+    /// A block of class `class` (or [`LARGE_CLASS`]) was just handed out: first the blocks handed
+    /// out and freed last are checked (the last [`RECENT`] freed, waiting in quarantine, must
+    /// read as zeros in their first 64 bytes; the last [`RECENT`] handed out and still live must
+    /// have their canaries intact), then `p` joins the live ones. So an overflow of a live block
+    /// or a write after free to a block just freed is caught at the next allocation of any size,
+    /// not only when the block is freed or leaves the quarantine.
+    fn watch(p: *mut u8, class: usize) {
+        let mut q = QUARANTINE.lock();
+        for &(b, size) in &q.freed {
+            let b = b as *mut u8;
+            if b.is_null() {
+                continue;
+            }
+            // SAFETY: a block in `freed` waits in quarantine (the last RECENT frees; each class
+            // keeps its last Q_SMALL > RECENT), a slot of `size` bytes nobody may use, and
+            // stays there while the lock is held.
+            let at = (0..size.min(POISON_BYTES) / 8)
+                .find(|&i| unsafe { b.cast::<u64>().add(i).read() } != 0);
+            if let Some(i) = at {
+                fatal(format_args!(
+                    "write after free detected in block {b:p} ({size}-byte class) at offset {}, freed recently and waiting in quarantine",
+                    i * 8
+                ));
+            }
+        }
+        for &(b, c) in &q.live {
+            let b = b as *mut u8;
+            if b.is_null() {
+            } else if c == LARGE_CLASS {
+                // Looks its header up, which checks its canaries (aborting on a change).
+                crate::memory::large::is_span_block(b);
+            } else {
+                request_of(b, c);
+            }
+        }
+        let i = q.next_live;
+        q.live[i] = (p as usize, class);
+        q.next_live = (i + 1) % RECENT;
     }
 
     /// The request a live slot of class `class` was handed out for: its size without
@@ -612,7 +674,32 @@ mod imp {
         next: [u8; size_class::NUM_CLASSES],
         large: [(usize, usize); Q_LARGE],
         next_large: usize,
+        /// The last small blocks freed (address, slot size), checked at each allocation.
+        freed: [(usize, usize); RECENT],
+        next_freed: usize,
+        /// The last blocks handed out, while live (address, class or [`LARGE_CLASS`]), checked at
+        /// each allocation.
+        live: [(usize, usize); RECENT],
+        next_live: usize,
     }
+
+    impl Quarantine {
+        /// `b` is no longer live (freed, or moved by a resize): out of `live`.
+        fn forget_live(&mut self, b: usize) {
+            for e in &mut self.live {
+                if e.0 == b {
+                    *e = (0, 0);
+                }
+            }
+        }
+    }
+
+    /// Blocks freed and handed out last that each allocation checks (`hardened-full`).
+    const RECENT: usize = 4;
+    /// The class `live` gives a large block.
+    const LARGE_CLASS: usize = usize::MAX;
+    // A block in `freed` is in its class's quarantine still.
+    const _: () = assert!(RECENT < Q_SMALL);
 
     /// Small blocks of one class a quarantine holds: a freed block comes back after 8 more frees
     /// of its class.
@@ -628,6 +715,10 @@ mod imp {
             next: [0; size_class::NUM_CLASSES],
             large: [(0, 0); Q_LARGE],
             next_large: 0,
+            freed: [(0, 0); RECENT],
+            next_freed: 0,
+            live: [(0, 0); RECENT],
+            next_live: 0,
         },
     );
 
@@ -669,6 +760,10 @@ mod imp {
         let i = q.next[class] as usize;
         let out = core::mem::replace(&mut q.small[class][i], p as usize) as *mut u8;
         q.next[class] = ((i + 1) % Q_SMALL) as u8;
+        q.forget_live(p as usize);
+        let i = q.next_freed;
+        q.freed[i] = (p as usize, size);
+        q.next_freed = (i + 1) % RECENT;
         drop(q);
         if out.is_null() {
             return out;
@@ -753,6 +848,7 @@ mod imp {
                 os::protect(first as *mut u8, end - first, false);
             }
         }
+        q.forget_live(p as usize);
         let i = q.next_large;
         let (out, out_usable) = core::mem::replace(&mut q.large[i], (p as usize, usable));
         q.next_large = (i + 1) % Q_LARGE;
@@ -942,6 +1038,9 @@ mod imp {
 
     #[inline(always)]
     pub fn check_not_quarantined(_p: *mut u8, _class: Option<usize>) {}
+
+    #[inline(always)]
+    pub fn on_raw_large(_p: *mut u8, _old: *mut u8) {}
 
     #[inline(always)]
     pub fn on_raw_large_free(p: *mut u8, _usable: impl FnOnce() -> usize) -> *mut u8 {

@@ -37,8 +37,8 @@ use profile as profiler;
 #[cfg(poolalloc_pools)]
 pub(crate) use hardened::{
     check_live, check_not_quarantined, is_zero_size_block, on_foreign, on_hand_out,
-    on_invalid_pointer, on_large_free, on_raw_large_free, on_raw_slot_free, on_request, padded,
-    request_of,
+    on_invalid_pointer, on_large_free, on_raw_large, on_raw_large_free, on_raw_slot_free,
+    on_request, padded, request_of,
 };
 
 // `testing`: while a hook is armed (a limit set, a `count` or `forbid` running), `PoolAlloc`'s
