@@ -104,6 +104,17 @@ const CLAIMED: &[(&str, Claim)] = &[
     ("reuse_downsize_8", NotReused),
     ("reuse_downsize_4k", NotReused),
     ("reuse_downsize_256k", NotReused),
+    ("reuse_same_8", NotReused),
+    ("reuse_same_4k", NotReused),
+    ("reuse_same_256k", NotReused),
+    // hardened-full: each allocation checks the canaries of the last blocks handed out that are
+    // still live, and the zeros of the last ones freed.
+    ("memcpy_overflow_32_8", Abort("heap overflow")),
+    ("memcpy_overflow_32_4k", Abort("heap overflow")),
+    ("memcpy_overflow_32_256k", Abort("heap overflow")),
+    ("write_after_free_other_size_8", Abort("write after free")),
+    ("write_after_free_other_size_4k", Abort("write after free")),
+    ("write_after_free_other_size_256k", Fault),
     // A zero-size block lies in address space that faults on any access.
     ("zero_size_read", Fault),
     ("zero_size_write", Fault),
