@@ -460,9 +460,11 @@ mod imp {
         unsafe {
             p.cast::<u64>().sub(1).write(span_canary(p));
             if usable + SPAN_AFTER <= room {
+                let c = span_canary(p.add(usable));
                 for i in 0..SPAN_AFTER / 8 {
-                    let w = p.add(usable + i * 8);
-                    w.cast::<u64>().write(span_canary(w));
+                    p.add(usable + i * 8)
+                        .cast::<u64>()
+                        .write(c.rotate_left(8 * i as u32));
                 }
             }
         }
@@ -482,11 +484,11 @@ mod imp {
                     "heap underflow: the bytes just below large block {p:p} were overwritten"
                 ));
             }
+            let c = span_canary(p.add(usable));
             if usable + SPAN_AFTER <= room
-                && (0..SPAN_AFTER / 8).any(|i| {
-                    let w = p.add(usable + i * 8);
-                    w.cast::<u64>().read() != span_canary(w)
-                })
+                && (0..SPAN_AFTER / 8).fold(0, |acc, i| {
+                    acc | (p.add(usable + i * 8).cast::<u64>().read() ^ c.rotate_left(8 * i as u32))
+                }) != 0
             {
                 fatal(format_args!(
                     "heap overflow: the bytes just after large block {p:p} ({usable} usable bytes) were overwritten"
@@ -643,11 +645,25 @@ mod imp {
         }
         let n = size - slack;
         let b = canary_byte(t);
-        for i in n..(n + CANARY_CHECKED).min(size - CANARY_LEN) {
-            // SAFETY: i < size - 2: inside the slot.
-            if unsafe { p.add(i).read() } != b {
-                overflow(p, size, i, Some(n));
-            }
+        let end = (n + CANARY_CHECKED).min(size - CANARY_LEN);
+        let word = u64::from_ne_bytes([b; 8]);
+        // Eight bytes at a time (unaligned reads), then the last few one by one.
+        let mut i = n;
+        let mut bad = false;
+        while i + 8 <= end {
+            // SAFETY: [i, i + 8) lies inside the slot (i + 8 ≤ end ≤ size - 2).
+            bad |= unsafe { p.add(i).cast::<u64>().read_unaligned() } != word;
+            i += 8;
+        }
+        while i < end {
+            // SAFETY: i < end ≤ size - 2: inside the slot.
+            bad |= unsafe { p.add(i).read() } != b;
+            i += 1;
+        }
+        if bad {
+            // SAFETY: as above, bytes n .. end of the slot.
+            let at = (n..end).find(|&i| unsafe { p.add(i).read() } != b);
+            overflow(p, size, at.unwrap_or(n), Some(n));
         }
         n
     }
