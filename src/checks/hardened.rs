@@ -7,12 +7,15 @@
 //! | free of an interior, unaligned, wild, foreign or never-allocated pointer | the address map of our chunks (`addr_map`); the slot grid of the chunk (a multiply, not a division); the chunk's carved watermark; the live-large-block table |
 //! | size-mismatched dealloc | the layout's class against the chunk header's class (a smaller class is accepted where `realloc` may have shrunk the block in place: at least half the slot, `size_class::stays`) |
 //! | corrupted free-list links | links stored as `rotl(p ^ k1, k0) + k0` with per-process keys; a decoded link must be a free slot of the same chunk: in its slot area and carrying its own tag (8-byte slots: a carved slot's start) |
-//! | write after free | freed slots carry their tag (checked when handed out again); with `hardened-full` also the `0x1deadb0b` pattern in the rest of their first 64 bytes, and freed large spans of the C library wait for reuse read-only (a write faults) |
+//! | write after free | freed slots carry their tag (checked when handed out again); with `hardened-full` also zeros in the rest of the slot (up to 4 KiB; beyond, its first 4 KiB and last 1 KiB), freed large spans of the C library wait for reuse read-only (a write faults), and the C library's freed blocks wait in a quarantine, zeroed, checked when they leave and (the last 4 freed) at each allocation |
+//! | overflow of a small block (C library, `hardened-full`) | a keyed canary after the request (a request takes the class of its size + 2), checked at free, realloc and usable size, and for the last 4 blocks handed out at each allocation |
 //! | free of a pointer on the stack or in static data (C library) | a pointer outside our mappings is checked against the thread's stack and the loaded objects' images |
 //! | overflow or underflow by a few bytes of a large block (C library) | keyed canaries in the last word of the span header and just after the block (its usable size is then the request rounded to 16 bytes, not to the page), checked at every lookup of the block |
 //!
 //! Not caught: a double free after the slot was handed out again (it is then a valid free of the new
-//! block), writes past the first 64 bytes of a freed slot, and overflows into a live neighbour. A
+//! block), writes after free past the first 16 bytes of a freed slot without `hardened-full` (and
+//! with it, writes of zeros, or into the unchecked middle of a slot above 4 KiB), and overflows
+//! into a live neighbour past the canary. A
 //! live block whose second word happens to equal its own secret tag would be taken for free (a
 //! 2^-64 chance for data that does not know the key); for an 8-byte block the chance is that its
 //! word decodes to an 8-aligned address inside one of our chunks of its class (for a 1 GiB heap
