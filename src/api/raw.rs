@@ -208,7 +208,7 @@ unsafe fn free_slot(p: *mut u8, c: usize) {
 
 #[cold]
 unsafe fn free_large(p: *mut u8) {
-    // SAFETY: p is a live span block (caller); its usable size checks its canaries.
+    // SAFETY: p is a live span block (caller; `owner` found its header, checking its canaries).
     let q = checks::on_raw_large_free(p, || unsafe { large::span_usable(p) });
     if q.is_null() {
         return;
