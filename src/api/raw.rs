@@ -44,7 +44,7 @@ fn small(c: usize, n: usize) -> *mut u8 {
     let p = heap::alloc_unsized(c);
     if !p.is_null() {
         checks::on_hand_out(p, c);
-        checks::on_request(p, c, n);
+        checks::on_request(p, c, n, large::is_span_block);
     }
     p
 }
@@ -69,7 +69,7 @@ fn new_large(size: usize, align: usize, how: Large) -> *mut u8 {
     if !p.is_null() {
         // SAFETY: p is a live span block just allocated.
         heap::count_large(true, unsafe { large::span_usable(p) });
-        checks::on_raw_large(p, ptr::null_mut());
+        checks::on_raw_large(p, ptr::null_mut(), large::is_span_block);
     }
     p
 }
@@ -261,7 +261,7 @@ pub unsafe fn realloc(p: *mut u8, new_size: usize, align: usize) -> *mut u8 {
             // The in-place rule PoolAlloc's realloc uses: the slot holds the new size with its
             // alignment, and the size is of the slot's class or uses at least half of it.
             if size_class::stays(c, checks::padded(new_size), align, p as usize) {
-                checks::on_request(p, c, new_size);
+                checks::on_request(p, c, new_size, large::is_span_block);
                 return resized_in_place(p, new_size);
             }
             usable
@@ -281,7 +281,7 @@ pub unsafe fn realloc(p: *mut u8, new_size: usize, align: usize) -> *mut u8 {
                 if let Some((q, now)) = unsafe { large::span_resize(p, new_size) } {
                     heap::count_large(false, usable);
                     heap::count_large(true, now);
-                    checks::on_raw_large(q, p);
+                    checks::on_raw_large(q, p, large::is_span_block);
                     checks::on_alloc(q, new_size);
                     return q;
                 }

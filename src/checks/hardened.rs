@@ -558,8 +558,11 @@ mod imp {
     /// A slot of class `class` handed out for a request of `n` bytes (`n` + [`CANARY_LEN`] ≤ its
     /// size, by [`padded`]): with `hardened-full`, writes the canary after the request: the
     /// pattern byte over up to 64 bytes, then, in the slot's last two bytes, the slack, keyed.
+    /// `span_check` looks a large block's header up, checking its canaries (the memory layer's
+    /// `large::is_span_block`, passed down by the caller, as this layer sits above it); it is
+    /// called on the recent large blocks ([`watch`]).
     #[inline]
-    pub fn on_request(p: *mut u8, class: usize, n: usize) {
+    pub fn on_request(p: *mut u8, class: usize, n: usize, span_check: fn(*mut u8) -> bool) {
         if !FULL {
             return;
         }
@@ -575,19 +578,19 @@ mod imp {
                 .cast::<[u8; 2]>()
                 .write(canary_len(t, size - n));
         }
-        watch(p, class);
+        watch(p, class, span_check);
     }
 
     /// With `hardened-full`, a large block `p` handed out by the size-less interface, or moved
     /// there from `old` by a resize (`old` null: a new block): watched as [`watch`] says.
-    pub fn on_raw_large(p: *mut u8, old: *mut u8) {
+    pub fn on_raw_large(p: *mut u8, old: *mut u8, span_check: fn(*mut u8) -> bool) {
         if !FULL {
             return;
         }
         if !old.is_null() {
             QUARANTINE.lock().forget_live(old as usize);
         }
-        watch(p, LARGE_CLASS);
+        watch(p, LARGE_CLASS, span_check);
     }
 
     /// A block of class `class` (or [`LARGE_CLASS`]) was just handed out: first the blocks handed
@@ -596,7 +599,7 @@ mod imp {
     /// have their canaries intact), then `p` joins the live ones. So an overflow of a live block
     /// or a write after free to a block just freed is caught at the next allocation of any size,
     /// not only when the block is freed or leaves the quarantine.
-    fn watch(p: *mut u8, class: usize) {
+    fn watch(p: *mut u8, class: usize, span_check: fn(*mut u8) -> bool) {
         let mut q = QUARANTINE.lock();
         for &(b, size) in &q.freed {
             let b = b as *mut u8;
@@ -620,7 +623,7 @@ mod imp {
             if b.is_null() {
             } else if c == LARGE_CLASS {
                 // Looks its header up, which checks its canaries (aborting on a change).
-                crate::memory::large::is_span_block(b);
+                span_check(b);
             } else {
                 request_of(b, c);
             }
@@ -1048,7 +1051,7 @@ mod imp {
     }
 
     #[inline(always)]
-    pub fn on_request(_p: *mut u8, _class: usize, _n: usize) {}
+    pub fn on_request(_p: *mut u8, _class: usize, _n: usize, _span_check: fn(*mut u8) -> bool) {}
 
     #[inline(always)]
     pub fn request_of(_p: *mut u8, class: usize) -> usize {
@@ -1064,7 +1067,7 @@ mod imp {
     pub fn check_not_quarantined(_p: *mut u8, _class: Option<usize>) {}
 
     #[inline(always)]
-    pub fn on_raw_large(_p: *mut u8, _old: *mut u8) {}
+    pub fn on_raw_large(_p: *mut u8, _old: *mut u8, _span_check: fn(*mut u8) -> bool) {}
 
     #[inline(always)]
     pub fn on_raw_large_free(p: *mut u8, _usable: impl FnOnce() -> usize) -> *mut u8 {
