@@ -40,6 +40,8 @@ const CASES: &[(&str, &str)] = &[
     ("size_mismatch_after_shrink_in_place", "size mismatch"),
     ("small_freed_as_large", "size mismatch"),
     ("write_after_free", "write after free"),
+    ("write_after_free_deep", "at offset 896"),
+    ("write_after_free_tail", "at offset 16376"),
     ("realloc_of_freed_block", "realloc of freed block"),
     ("corrupted_free_list", "corrupted free list"),
     ("link_to_another_chunk", "corrupted free list"),
@@ -164,6 +166,19 @@ fn run_case(case: &str) {
                 p.add(16).write(0x42);
                 // The slot comes back once the chunk's free list runs dry, and is checked then.
                 alloc_until(p, l(64));
+            }
+            // `hardened-full` poisons a freed slot whole up to 4 KiB, and past that its last 1 KiB.
+            "write_after_free_deep" => {
+                let p = P.alloc(l(1024));
+                P.dealloc(p, l(1024));
+                p.add(896).write(0x42);
+                alloc_until(p, l(1024));
+            }
+            "write_after_free_tail" => {
+                let p = P.alloc(l(16384));
+                P.dealloc(p, l(16384));
+                p.add(16383).write(0x42);
+                alloc_until(p, l(16384));
             }
             "realloc_of_freed_block" => {
                 let p = P.alloc(l(64));
@@ -303,9 +318,13 @@ fn child_entry() {
 #[test]
 fn every_misuse_aborts_with_a_message_naming_it() {
     // Writes after free past the tag word are caught by the poison of `hardened-full` only.
-    let cases = CASES
-        .iter()
-        .filter(|&&(case, _)| case != "write_after_free" || cfg!(feature = "hardened-full"));
+    let cases = CASES.iter().filter(|&&(case, _)| {
+        let full_only = matches!(
+            case,
+            "write_after_free" | "write_after_free_deep" | "write_after_free_tail"
+        );
+        !full_only || cfg!(feature = "hardened-full")
+    });
     child::expect_each(
         "child_entry",
         cases.map(|&(case, expect)| (case, Ending::Aborts, expect)),

@@ -19,7 +19,6 @@ use crate::{
     api::stats, base::settings, checks, chunks::chunk, memory::large, memory::span, os,
     thread::heap,
 };
-use core::alloc::Layout;
 use core::ptr;
 
 /// A block of at least `size` bytes (at least one) aligned to `align` (a power of two); null when
@@ -33,20 +32,22 @@ pub fn alloc(size: usize, align: usize) -> *mut u8 {
         return p;
     }
     let size = size.max(1);
-    let p = match class_of(size, align) {
-        Some(c) => small(c),
+    let p = match class_of(checks::padded(size), align) {
+        Some(c) => small(c, size),
         None => new_large(size, align, Large::Plain),
     };
     checks::on_alloc(p, size);
     p
 }
 
+/// A slot of class `c` for a request of `n` bytes (`hardened-full`: its canary after them).
 #[inline(always)]
-fn small(c: usize) -> *mut u8 {
+fn small(c: usize, n: usize) -> *mut u8 {
     crate::api::stats::note_unsized();
     let p = heap::alloc_unsized(c);
     if !p.is_null() {
         checks::on_hand_out(p, c);
+        checks::on_request(p, c, n, span::is_block);
     }
     p
 }
@@ -71,6 +72,7 @@ fn new_large(size: usize, align: usize, how: Large) -> *mut u8 {
     if !p.is_null() {
         // SAFETY: p is a live span block just allocated.
         heap::count_large(true, unsafe { span::usable(p) });
+        checks::on_raw_large(p, ptr::null_mut(), span::is_block);
     }
     p
 }
@@ -84,8 +86,8 @@ pub fn malloc(size: usize) -> *mut u8 {
     if !p.is_null() {
         return p;
     }
-    let p = match size_class::class_of_malloc(size) {
-        Some(c) => small(c),
+    let p = match size_class::class_of_malloc(checks::padded(size)) {
+        Some(c) => small(c, size),
         None => new_large(size, 16, Large::Plain),
     };
     checks::on_alloc(p, size);
@@ -100,11 +102,11 @@ pub fn alloc_zeroed(size: usize, align: usize) -> *mut u8 {
         return p;
     }
     let size = size.max(1);
-    let p = match class_of(size, align) {
+    let p = match class_of(checks::padded(size), align) {
         Some(c) => {
-            let p = small(c);
+            let p = small(c, size);
             if !p.is_null() {
-                // A recycled slot is dirty; zero what was asked for.
+                // A recycled slot is dirty; zero what was asked for (the canary lies after it).
                 // SAFETY: p is a fresh slot of at least size bytes.
                 unsafe { ptr::write_bytes(p, 0, size) };
             }
@@ -158,14 +160,8 @@ pub unsafe fn free(p: *mut u8) {
     }
     checks::on_free(p);
     match owner(p) {
-        Owner::Small(c) => {
-            // SAFETY: (for the layout) a class size with alignment 1 is a valid layout.
-            checks::on_slot_free(p, unsafe {
-                Layout::from_size_align_unchecked(size_class::size_of(c), 1)
-            });
-            // SAFETY: p is a live slot of class c (caller), allocated unsized.
-            unsafe { heap::dealloc_unsized(p) }
-        }
+        // SAFETY: p is a live slot of class c (caller), allocated unsized.
+        Owner::Small(c) => unsafe { free_slot(p, c) },
         // SAFETY: p is a live span block (caller; checked by owner).
         Owner::Large => unsafe { free_large(p) },
         Owner::Foreign => checks::on_foreign(p, "free"),
@@ -184,29 +180,45 @@ pub unsafe fn free(p: *mut u8) {
 #[inline(always)]
 pub unsafe fn free_sized(p: *mut u8, size: usize, align: usize) {
     let small = if align == 0 {
-        size_class::class_of_malloc(size)
+        size_class::class_of_malloc(checks::padded(size))
     } else {
-        class_of(size.max(1), align)
+        class_of(checks::padded(size.max(1)), align)
     };
     match small {
-        Some(c) if !p.is_null() => {
-            // Checks that p is a live slot of our chunks of class c (the size names it).
-            // SAFETY: (for the layout) a class size with alignment 1 is a valid layout.
-            checks::on_slot_free(p, unsafe {
-                Layout::from_size_align_unchecked(size_class::size_of(c), 1)
-            });
-            // SAFETY: p is a live slot (caller: the size names a class, so it came from a chunk).
-            unsafe { heap::dealloc_unsized(p) }
-        }
+        // Checks that p is a live slot of our chunks of class c (the size names it).
+        // SAFETY: p is a live slot (caller: the size names a class, so it came from a chunk).
+        Some(c) if !p.is_null() => unsafe { free_slot(p, c) },
         // SAFETY: forwarded contract (null, or a large block found through the address map).
         _ => unsafe { free(p) },
     }
 }
 
+/// Frees `p`, a slot of class `c` (or, for the checks, a pointer into a chunk of that class): the
+/// checks see it first (`hardened`); with `hardened-full` it waits in quarantine and the block
+/// it pushes out is freed instead.
+///
+/// # Safety
+/// `p` is a live slot of class `c` from this module, not used afterwards.
+#[inline(always)]
+unsafe fn free_slot(p: *mut u8, c: usize) {
+    let q = checks::on_raw_slot_free(p, c);
+    if !q.is_null() {
+        // SAFETY: q is p, or a slot of this module that left the quarantine: freed by its
+        // program, never handed out since.
+        unsafe { heap::dealloc_unsized(q) }
+    }
+}
+
 #[cold]
 unsafe fn free_large(p: *mut u8) {
-    // SAFETY: forwarded.
-    if let Some(usable) = unsafe { large::span_free(p) } {
+    // SAFETY: p is a live span block (caller; `owner` found its header, checking its canaries).
+    let q = checks::on_raw_large_free(p, || unsafe { span::usable(p) });
+    if q.is_null() {
+        return;
+    }
+    // SAFETY: q is p, or a span block that left the quarantine (freed by its program, its
+    // header intact: read-only meanwhile).
+    if let Some(usable) = unsafe { large::span_free(q) } {
         heap::count_large(false, usable);
     }
 }
@@ -221,7 +233,8 @@ pub unsafe fn usable_size(p: *mut u8) -> Option<usize> {
         return None;
     }
     match owner(p) {
-        Owner::Small(c) => Some(size_class::size_of(c)),
+        // With `hardened-full`, the request (its canary checked): what lies past it is the canary.
+        Owner::Small(c) => Some(checks::request_of(p, c)),
         // SAFETY: a live span block (owner checked its header).
         Owner::Large => Some(unsafe { span::usable(p) }),
         Owner::Foreign => None,
@@ -244,16 +257,20 @@ pub unsafe fn realloc(p: *mut u8, new_size: usize, align: usize) -> *mut u8 {
     let owner = owner(p);
     let old = match owner {
         Owner::Small(c) => {
-            let usable = size_class::size_of(c);
-            checks::check_live(p, usable, 1);
+            checks::check_live(p, size_class::size_of(c), 1);
+            checks::check_not_quarantined(p, Some(c));
+            // The slot's size; with `hardened-full`, the request (its canary checked).
+            let usable = checks::request_of(p, c);
             // The in-place rule PoolAlloc's realloc uses: the slot holds the new size with its
             // alignment, and the size is of the slot's class or uses at least half of it.
-            if size_class::stays(c, new_size, align, p as usize) {
+            if size_class::stays(c, checks::padded(new_size), align, p as usize) {
+                checks::on_request(p, c, new_size, span::is_block);
                 return resized_in_place(p, new_size);
             }
             usable
         }
         Owner::Large => {
+            checks::check_not_quarantined(p, None);
             // SAFETY: a live span block.
             if unsafe { span::stays(p, new_size) } {
                 return resized_in_place(p, new_size);
@@ -267,6 +284,7 @@ pub unsafe fn realloc(p: *mut u8, new_size: usize, align: usize) -> *mut u8 {
                 if let Some((q, now)) = unsafe { large::span_resize(p, new_size) } {
                     heap::count_large(false, usable);
                     heap::count_large(true, now);
+                    checks::on_raw_large(q, p, span::is_block);
                     checks::on_alloc(q, new_size);
                     return q;
                 }

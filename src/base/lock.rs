@@ -44,6 +44,8 @@ pub enum Rank {
     SpanCache,
     /// The arenas' index of free runs (`memory/arena`).
     Arena,
+    /// `hardened-full`'s quarantine of the C library's freed blocks (`checks/hardened`).
+    Quarantine,
     /// `hardened`'s table of live large blocks (`checks/hardened`).
     LargeTable,
     /// The profiler's tables (`checks/profile/table`).
@@ -64,6 +66,7 @@ impl Rank {
             Rank::Regions => "regions",
             Rank::SpanCache => "span cache",
             Rank::Arena => "arena",
+            Rank::Quarantine => "hardened-full quarantine",
             Rank::LargeTable => "hardened large-block table",
             Rank::Profiler => "profiler table",
         }
@@ -335,6 +338,7 @@ mod watch {
         Rank::Regions.name(),
         Rank::SpanCache.name(),
         Rank::Arena.name(),
+        Rank::Quarantine.name(),
         Rank::LargeTable.name(),
         Rank::Profiler.name(),
     ];
@@ -602,6 +606,7 @@ mod tests {
             Rank::Regions,
             Rank::SpanCache,
             Rank::Arena,
+            Rank::Quarantine,
             Rank::LargeTable,
             Rank::Profiler,
         ];

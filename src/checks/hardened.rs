@@ -7,12 +7,15 @@
 //! | free of an interior, unaligned, wild, foreign or never-allocated pointer | the address map of our chunks (`addr_map`); the slot grid of the chunk (a multiply, not a division); the chunk's carved watermark; the live-large-block table |
 //! | size-mismatched dealloc | the layout's class against the chunk header's class (a smaller class is accepted where `realloc` may have shrunk the block in place: at least half the slot, `size_class::stays`) |
 //! | corrupted free-list links | links stored as `rotl(p ^ k1, k0) + k0` with per-process keys; a decoded link must be a free slot of the same chunk: in its slot area and carrying its own tag (8-byte slots: a carved slot's start) |
-//! | write after free | freed slots carry their tag (checked when handed out again); with `hardened-full` also the `0x1deadb0b` pattern in the rest of their first 64 bytes, and freed large spans of the C library wait for reuse read-only (a write faults) |
+//! | write after free | freed slots carry their tag (checked when handed out again); with `hardened-full` also zeros in the rest of the slot (up to 4 KiB; beyond, its first 4 KiB and last 1 KiB), freed large spans of the C library wait for reuse read-only (a write faults), and the C library's freed blocks wait in a quarantine, zeroed, checked when they leave and (the last 4 freed) at each allocation |
+//! | overflow of a small block (C library, `hardened-full`) | a keyed canary after the request (a request takes the class of its size + 2), checked at free, realloc and usable size, and for the last 4 blocks handed out at each allocation |
 //! | free of a pointer on the stack or in static data (C library) | a pointer outside our mappings is checked against the thread's stack and the loaded objects' images |
 //! | overflow or underflow by a few bytes of a large block (C library) | keyed canaries in the last word of the span header and just after the block (its usable size is then the request rounded to 16 bytes, not to the page), checked at every lookup of the block |
 //!
 //! Not caught: a double free after the slot was handed out again (it is then a valid free of the new
-//! block), writes past the first 64 bytes of a freed slot, and overflows into a live neighbour. A
+//! block), writes after free past the first 16 bytes of a freed slot without `hardened-full` (and
+//! with it, writes of zeros, or into the unchecked middle of a slot above 4 KiB), and overflows
+//! into a live neighbour past the canary. A
 //! live block whose second word happens to equal its own secret tag would be taken for free (a
 //! 2^-64 chance for data that does not know the key); for an 8-byte block the chance is that its
 //! word decodes to an 8-aligned address inside one of our chunks of its class (for a 1 GiB heap
@@ -244,8 +247,14 @@ mod imp {
             if !link::poison_intact(p, size) {
                 let at = (2..size.min(POISON_BYTES) / 8)
                     .find(|&i| w.add(i).read() != POISON)
-                    .unwrap_or(2);
-                bad_hand_out(p, size, at * 8);
+                    .map(|i| i * 8)
+                    .or_else(|| {
+                        (size > POISON_BYTES)
+                            .then(|| link::rest_changed_at(p, size))
+                            .flatten()
+                    })
+                    .unwrap_or(16);
+                bad_hand_out(p, size, at);
             }
             // Clear the mark, so freeing the new block is not taken for a double free, and the
             // link word: a stale link left in a block the user never writes would otherwise be
@@ -425,13 +434,17 @@ mod imp {
         tag(p).rotate_left(17) ^ 0x0bad_f00d_5eed_cafe
     }
 
+    /// Bytes of the canary after a span block: eight words, so an overflow by up to 64 bytes
+    /// changes it (on a path of a few hundred instructions, 7 more stores and loads).
+    const SPAN_AFTER: usize = 64;
+
     /// The usable size of a span block of `size` bytes: the request rounded up to 16 bytes, so
     /// that a canary after it catches an overflow, where the span has room for the canary
     /// (`room`: bytes from the block to the span's end); else `page_usable`, as without the feature.
     #[inline]
     pub fn span_usable(size: usize, page_usable: usize, room: usize) -> usize {
         let exact = size.max(1).next_multiple_of(16);
-        if exact + 8 <= room {
+        if exact + SPAN_AFTER <= room {
             exact
         } else {
             page_usable
@@ -444,14 +457,18 @@ mod imp {
         // The keys are fixed before the first canary is (a program's first block may be large).
         link::init();
         // SAFETY: the word below p lies in the block's span header padding (span::HEADER leaves
-        // room for it); the word after the usable bytes lies in the span when usable + 8 ≤ room;
-        // both are ours, and 8-aligned (p is, usable is a multiple of 16 or of the page).
+        // room for it); the words after the usable bytes lie in the span when usable +
+        // SPAN_AFTER ≤ room; all are ours, and 8-aligned (p is, usable is a multiple of 16 or of
+        // the page).
         unsafe {
             p.cast::<u64>().sub(1).write(span_canary(p));
-            if usable + 8 <= room {
-                p.add(usable)
-                    .cast::<u64>()
-                    .write(span_canary(p.add(usable)));
+            if usable + SPAN_AFTER <= room {
+                let c = span_canary(p.add(usable));
+                for i in 0..SPAN_AFTER / 8 {
+                    p.add(usable + i * 8)
+                        .cast::<u64>()
+                        .write(c.rotate_left(8 * i as u32));
+                }
             }
         }
     }
@@ -470,8 +487,11 @@ mod imp {
                     "heap underflow: the bytes just below large block {p:p} were overwritten"
                 ));
             }
-            if usable + 8 <= room
-                && p.add(usable).cast::<u64>().read() != span_canary(p.add(usable))
+            let c = span_canary(p.add(usable));
+            if usable + SPAN_AFTER <= room
+                && (0..SPAN_AFTER / 8).fold(0, |acc, i| {
+                    acc | (p.add(usable + i * 8).cast::<u64>().read() ^ c.rotate_left(8 * i as u32))
+                }) != 0
             {
                 fatal(format_args!(
                     "heap overflow: the bytes just after large block {p:p} ({usable} usable bytes) were overwritten"
@@ -499,6 +519,387 @@ mod imp {
         }
         // SAFETY: the span is ours, taken off the cache by the caller.
         unsafe { os::protect(base, len, true) }
+    }
+
+    // --- the C library with `hardened-full`: a canary after the request, and a quarantine ---------------
+
+    /// Whether the C library's small blocks carry a canary after the request and wait in
+    /// quarantine when freed (`hardened-full`).
+    const FULL: bool = cfg!(feature = "hardened-full");
+    /// Bytes a small request grows by for its canary's length (the last two bytes of the slot).
+    const CANARY_LEN: usize = 2;
+    /// Bytes after the request that carry the canary's pattern, at most (then the length).
+    const CANARY_CHECKED: usize = 64;
+
+    /// The size a small request of `size` bytes of the size-less interface is served at: with
+    /// `hardened-full`, room for a canary after it.
+    #[inline(always)]
+    pub fn padded(size: usize) -> usize {
+        if FULL {
+            size.saturating_add(CANARY_LEN)
+        } else {
+            size
+        }
+    }
+
+    /// The canary's pattern byte for a block with tag `t`: never zero, so a copy of zeros past the
+    /// end changes it.
+    #[inline(always)]
+    fn canary_byte(t: u64) -> u8 {
+        (t >> 8) as u8 | 1
+    }
+
+    /// The canary's length word for a block with tag `t` and `slack` bytes after its request.
+    #[inline(always)]
+    fn canary_len(t: u64, slack: usize) -> [u8; 2] {
+        ((slack as u16) ^ (t >> 16) as u16).to_le_bytes()
+    }
+
+    /// A slot of class `class` handed out for a request of `n` bytes (`n` + [`CANARY_LEN`] ≤ its
+    /// size, by [`padded`]): with `hardened-full`, writes the canary after the request: the
+    /// pattern byte over up to 64 bytes, then, in the slot's last two bytes, the slack, keyed.
+    /// `span_check` looks a large block's header up, checking its canaries (the memory layer's
+    /// `large::is_span_block`, passed down by the caller, as this layer sits above it); it is
+    /// called on the recent large blocks ([`watch`]).
+    #[inline]
+    pub fn on_request(p: *mut u8, class: usize, n: usize, span_check: fn(*mut u8) -> bool) {
+        if !FULL {
+            return;
+        }
+        let size = slot_size(class);
+        debug_assert!(n + CANARY_LEN <= size && size - n <= u16::MAX as usize);
+        let t = tag(p);
+        let end = (n + CANARY_CHECKED).min(size - CANARY_LEN);
+        // SAFETY: p is a live slot of `size` bytes that the caller just handed out or resized;
+        // n ≤ end ≤ size - 2, so both writes lie inside it.
+        unsafe {
+            core::ptr::write_bytes(p.add(n), canary_byte(t), end - n);
+            p.add(size - CANARY_LEN)
+                .cast::<[u8; 2]>()
+                .write(canary_len(t, size - n));
+        }
+        watch(p, class, span_check);
+    }
+
+    /// With `hardened-full`, a large block `p` handed out by the size-less interface, or moved
+    /// there from `old` by a resize (`old` null: a new block): watched as [`watch`] says.
+    pub fn on_raw_large(p: *mut u8, old: *mut u8, span_check: fn(*mut u8) -> bool) {
+        if !FULL {
+            return;
+        }
+        if !old.is_null() {
+            QUARANTINE.lock().forget_live(old as usize);
+        }
+        watch(p, LARGE_CLASS, span_check);
+    }
+
+    /// A block of class `class` (or [`LARGE_CLASS`]) was just handed out: first the blocks handed
+    /// out and freed last are checked (the last [`RECENT`] freed, waiting in quarantine, must
+    /// read as zeros in their first 64 bytes; the last [`RECENT`] handed out and still live must
+    /// have their canaries intact), then `p` joins the live ones. So an overflow of a live block
+    /// or a write after free to a block just freed is caught at the next allocation of any size,
+    /// not only when the block is freed or leaves the quarantine.
+    fn watch(p: *mut u8, class: usize, span_check: fn(*mut u8) -> bool) {
+        let mut q = QUARANTINE.lock();
+        for &(b, size) in &q.freed {
+            let b = b as *mut u8;
+            if b.is_null() {
+                continue;
+            }
+            // SAFETY: a block in `freed` waits in quarantine (the last RECENT frees; each class
+            // keeps its last Q_SMALL > RECENT), a slot of `size` bytes nobody may use, and
+            // stays there while the lock is held.
+            let at = (0..size.min(POISON_BYTES) / 8)
+                .find(|&i| unsafe { b.cast::<u64>().add(i).read() } != 0);
+            if let Some(i) = at {
+                fatal(format_args!(
+                    "write after free detected in block {b:p} ({size}-byte class) at offset {}, freed recently and waiting in quarantine",
+                    i * 8
+                ));
+            }
+        }
+        for &(b, c) in &q.live {
+            let b = b as *mut u8;
+            if b.is_null() {
+            } else if c == LARGE_CLASS {
+                // Looks its header up, which checks its canaries (aborting on a change).
+                span_check(b);
+            } else {
+                request_of(b, c);
+            }
+        }
+        let i = q.next_live;
+        q.live[i] = (p as usize, class);
+        q.next_live = (i + 1) % RECENT;
+    }
+
+    /// The request a live slot of class `class` was handed out for: its size without
+    /// `hardened-full`; with it, read from its canary, which must be intact (else the block
+    /// overflowed: abort).
+    #[inline]
+    pub fn request_of(p: *mut u8, class: usize) -> usize {
+        let size = slot_size(class);
+        if !FULL {
+            return size;
+        }
+        let t = tag(p);
+        // SAFETY: p is a live slot of `size` ≥ 8 bytes (caller), so its last two bytes are its.
+        let l = unsafe { p.add(size - CANARY_LEN).cast::<[u8; 2]>().read() };
+        let slack = (u16::from_le_bytes(l) ^ (t >> 16) as u16) as usize;
+        if !(CANARY_LEN..=size).contains(&slack) {
+            overflow(p, size, size - CANARY_LEN, None);
+        }
+        let n = size - slack;
+        let b = canary_byte(t);
+        let end = (n + CANARY_CHECKED).min(size - CANARY_LEN);
+        let word = u64::from_ne_bytes([b; 8]);
+        // Eight bytes at a time (unaligned reads), then the last few one by one.
+        let mut i = n;
+        let mut bad = false;
+        while i + 8 <= end {
+            // SAFETY: [i, i + 8) lies inside the slot (i + 8 ≤ end ≤ size - 2).
+            bad |= unsafe { p.add(i).cast::<u64>().read_unaligned() } != word;
+            i += 8;
+        }
+        while i < end {
+            // SAFETY: i < end ≤ size - 2: inside the slot.
+            bad |= unsafe { p.add(i).read() } != b;
+            i += 1;
+        }
+        if bad {
+            // SAFETY: as above, bytes n .. end of the slot.
+            let at = (n..end).find(|&i| unsafe { p.add(i).read() } != b);
+            overflow(p, size, at.unwrap_or(n), Some(n));
+        }
+        n
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn overflow(p: *mut u8, size: usize, at: usize, n: Option<usize>) -> ! {
+        match n {
+            Some(n) => fatal(format_args!(
+                "heap overflow: block {p:p} of {n} bytes ({size}-byte slot) was written past its end: the canary at offset {at} changed"
+            )),
+            None => fatal(format_args!(
+                "heap overflow: block {p:p} ({size}-byte slot) was written past its end: the canary's length in its last bytes changed"
+            )),
+        }
+    }
+
+    /// Freed blocks of the C library held back from reuse (`hardened-full`): per class the last
+    /// [`Q_SMALL`] small blocks freed, and the last [`Q_LARGE`] large ones (with their usable
+    /// sizes). One lock for all (a test suite's level, not a service's: threads that free at once
+    /// wait on it).
+    struct Quarantine {
+        small: [[usize; Q_SMALL]; size_class::NUM_CLASSES],
+        next: [u8; size_class::NUM_CLASSES],
+        large: [(usize, usize); Q_LARGE],
+        next_large: usize,
+        /// The last small blocks freed (address, slot size), checked at each allocation.
+        freed: [(usize, usize); RECENT],
+        next_freed: usize,
+        /// The last blocks handed out, while live (address, class or [`LARGE_CLASS`]), checked at
+        /// each allocation.
+        live: [(usize, usize); RECENT],
+        next_live: usize,
+    }
+
+    impl Quarantine {
+        /// `b` is no longer live (freed, or moved by a resize): out of `live`.
+        fn forget_live(&mut self, b: usize) {
+            for e in &mut self.live {
+                if e.0 == b {
+                    *e = (0, 0);
+                }
+            }
+        }
+    }
+
+    /// Blocks freed and handed out last that each allocation checks (`hardened-full`).
+    const RECENT: usize = 4;
+    /// The class `live` gives a large block.
+    const LARGE_CLASS: usize = usize::MAX;
+    // A block in `freed` is in its class's quarantine still.
+    const _: () = assert!(RECENT < Q_SMALL);
+
+    /// Small blocks of one class a quarantine holds: a freed block comes back after 8 more frees
+    /// of its class.
+    const Q_SMALL: usize = 8;
+    /// Large blocks the quarantine holds (purged and read-only meanwhile, so they cost address
+    /// space, not memory).
+    const Q_LARGE: usize = 8;
+
+    static QUARANTINE: Lock<Quarantine> = Lock::new(
+        Rank::Quarantine,
+        Quarantine {
+            small: [[0; Q_SMALL]; size_class::NUM_CLASSES],
+            next: [0; size_class::NUM_CLASSES],
+            large: [(0, 0); Q_LARGE],
+            next_large: 0,
+            freed: [(0, 0); RECENT],
+            next_freed: 0,
+            live: [(0, 0); RECENT],
+            next_live: 0,
+        },
+    );
+
+    /// A small block `p` of class `class` (read from its chunk header) is freed through the
+    /// size-less interface. Without `hardened-full`: checked as [`on_free`], and `p` returned
+    /// (free it now). With it: checked (a live slot of its chunk; not on a free list, not in
+    /// quarantine; its canary intact), zeroed whole and put in quarantine; returned is the block
+    /// it pushes out (free that; null while the quarantine fills), whose zeros are checked first
+    /// (a write after free while it waited aborts) and which is marked free.
+    #[inline]
+    pub fn on_raw_slot_free(p: *mut u8, class: usize) -> *mut u8 {
+        let size = slot_size(class);
+        if !FULL {
+            // SAFETY: a class size with alignment 1 is a valid layout.
+            on_free(p, unsafe {
+                core::alloc::Layout::from_size_align_unchecked(size, 1)
+            });
+            return p;
+        }
+        let class = slot_of(p, size, 1, "free");
+        let size = slot_size(class);
+        // SAFETY: p is the start of a carved slot of `size` bytes (slot_of).
+        let on_list = if size < 16 {
+            unsafe { looks_free_8(p) }
+        } else {
+            unsafe { link::looks_free(p, size) }
+        };
+        if on_list {
+            double_free(p);
+        }
+        let mut q = QUARANTINE.lock();
+        if q.small[class].contains(&(p as usize)) {
+            drop(q);
+            quarantined(p, "double free of");
+        }
+        request_of(p, class);
+        // SAFETY: p is a live slot of `size` bytes its owner has just given up (checked above).
+        unsafe { core::ptr::write_bytes(p, 0, size) };
+        let i = q.next[class] as usize;
+        let out = core::mem::replace(&mut q.small[class][i], p as usize) as *mut u8;
+        q.next[class] = ((i + 1) % Q_SMALL) as u8;
+        q.forget_live(p as usize);
+        let i = q.next_freed;
+        q.freed[i] = (p as usize, size);
+        q.next_freed = (i + 1) % RECENT;
+        drop(q);
+        if out.is_null() {
+            return out;
+        }
+        // SAFETY: `out` was a slot of `size` bytes, zeroed when it entered the quarantine and
+        // nobody's since (a write to it is the misuse looked for); it is ours to free now.
+        unsafe {
+            let changed = (0..size.min(POISON_BYTES) / 8)
+                .find(|&i| out.cast::<u64>().add(i).read() != 0)
+                .map(|i| i * 8)
+                .or_else(|| {
+                    (size > POISON_BYTES)
+                        .then(|| link::rest_changed_at(out, size))
+                        .flatten()
+                });
+            if let Some(at) = changed {
+                fatal(format_args!(
+                    "write after free detected in block {out:p} ({size}-byte class) at offset {at}, while it waited in quarantine"
+                ));
+            }
+            // Zeros are the poison: only the tag is missing from a free slot's mark.
+            if size >= 16 {
+                out.cast::<u64>().add(1).write(tag(out));
+            } else {
+                link::mark_free(out, size);
+            }
+        }
+        out
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn quarantined(p: *mut u8, what: &str) -> ! {
+        fatal(format_args!(
+            "{what} {p:p}: not a live block (freed already; it waits in quarantine)"
+        ))
+    }
+
+    /// `realloc` (or another use that needs a live block) of `p`, a small block of class `class`
+    /// or (`class` None) a large one: aborts when `p` waits in quarantine (`hardened-full`).
+    #[inline]
+    pub fn check_not_quarantined(p: *mut u8, class: Option<usize>) {
+        if !FULL {
+            return;
+        }
+        let q = QUARANTINE.lock();
+        let found = match class {
+            Some(c) => q.small.get(c).is_some_and(|r| r.contains(&(p as usize))),
+            None => q.large.iter().any(|&(b, _)| b == p as usize),
+        };
+        drop(q);
+        if found {
+            quarantined(p, "realloc of freed block");
+        }
+    }
+
+    /// A large block `p` of `usable` bytes (its canaries checked) is freed through the size-less
+    /// interface. Without `hardened-full`, `p` is returned (free it now). With it, `p` waits in
+    /// quarantine: zeroed (its whole pages given back to the OS, so they read as zeros and cost no
+    /// memory) and read-only from its span's first page on, so a write after free faults; returned
+    /// is the block it pushes out, writable again (free that; null while the quarantine fills).
+    pub fn on_raw_large_free(p: *mut u8, usable: impl FnOnce() -> usize) -> *mut u8 {
+        if !FULL {
+            return p;
+        }
+        let usable = usable();
+        let mut q = QUARANTINE.lock();
+        if q.large.iter().any(|&(b, _)| b == p as usize) {
+            drop(q);
+            quarantined(p, "double free of");
+        }
+        let page = os::page_size();
+        let (first, inner, end) = ro_range(p, usable, page);
+        // SAFETY: [p, p + usable) is the live block, ours now; [first, end) are whole pages of its
+        // span (first: the page of its header, below p), one mapping of the memory layer, which
+        // nobody writes while the block is live but ours: its header is only read until the
+        // block leaves the quarantine. The bytes before `inner` and from `end` are zeroed by hand.
+        unsafe {
+            if end > inner {
+                core::ptr::write_bytes(p, 0, inner - p as usize);
+                core::ptr::write_bytes(end as *mut u8, 0, p as usize + usable - end);
+                os::purge(inner as *mut u8, end - inner);
+            } else {
+                core::ptr::write_bytes(p, 0, usable);
+            }
+            if end > first {
+                os::protect(first as *mut u8, end - first, false);
+            }
+        }
+        q.forget_live(p as usize);
+        let i = q.next_large;
+        let (out, out_usable) = core::mem::replace(&mut q.large[i], (p as usize, usable));
+        q.next_large = (i + 1) % Q_LARGE;
+        drop(q);
+        if out != 0 {
+            let (first, _, end) = ro_range(out as *mut u8, out_usable, page);
+            // SAFETY: as above, for the block leaving the quarantine: its pages back to writable
+            // (a refusal leaves them read-only, and the span's release unmaps or reuses them).
+            if end > first {
+                unsafe { os::protect(first as *mut u8, end - first, true) };
+            }
+        }
+        out as *mut u8
+    }
+
+    /// For a large block `p` of `usable` bytes: the start of its first page (its span header's),
+    /// of its first whole page, and the end of its last whole page.
+    fn ro_range(p: *mut u8, usable: usize, page: usize) -> (usize, usize, usize) {
+        let a = p as usize;
+        (
+            a & !(page - 1),
+            (a + page - 1) & !(page - 1),
+            (a + usable) & !(page - 1),
+        )
     }
 
     // --- live large blocks ------------------------------------------------------------------------------
@@ -538,16 +939,21 @@ mod imp {
         }
     }
 
-    /// Takes the large-block table's lock for `fork` (after every other allocator lock).
+    /// Takes the quarantine's and the large-block table's locks for `fork` (after every other
+    /// allocator lock).
     pub fn lock_for_fork() {
+        core::mem::forget(QUARANTINE.lock());
         core::mem::forget(LARGE.lock());
     }
 
     /// # Safety
     /// Only after [`lock_for_fork`], by the same thread or its forked child.
     pub unsafe fn unlock_after_fork() {
-        // SAFETY: held by lock_for_fork, guard forgotten.
-        unsafe { LARGE.force_unlock() };
+        // SAFETY: both held by lock_for_fork, guards forgotten.
+        unsafe {
+            LARGE.force_unlock();
+            QUARANTINE.force_unlock();
+        }
     }
 
     #[cfg(test)]
@@ -638,6 +1044,35 @@ mod imp {
     pub fn on_large_alloc(_p: *mut u8) {}
     #[inline(always)]
     pub fn on_large_free(_p: *mut u8, _keep: bool) {}
+
+    #[inline(always)]
+    pub fn padded(size: usize) -> usize {
+        size
+    }
+
+    #[inline(always)]
+    pub fn on_request(_p: *mut u8, _class: usize, _n: usize, _span_check: fn(*mut u8) -> bool) {}
+
+    #[inline(always)]
+    pub fn request_of(_p: *mut u8, class: usize) -> usize {
+        crate::base::size_class::size_of(class)
+    }
+
+    #[inline(always)]
+    pub fn on_raw_slot_free(p: *mut u8, _class: usize) -> *mut u8 {
+        p
+    }
+
+    #[inline(always)]
+    pub fn check_not_quarantined(_p: *mut u8, _class: Option<usize>) {}
+
+    #[inline(always)]
+    pub fn on_raw_large(_p: *mut u8, _old: *mut u8, _span_check: fn(*mut u8) -> bool) {}
+
+    #[inline(always)]
+    pub fn on_raw_large_free(p: *mut u8, _usable: impl FnOnce() -> usize) -> *mut u8 {
+        p
+    }
     #[inline(always)]
     pub fn lock_for_fork() {}
     /// # Safety

@@ -15,7 +15,8 @@
 //! | allocation, free, realloc by `PoolAlloc` | | `watched`: the whole call goes out of line to `before_*` / `after_*` | |
 //! | block handed to the program | `on_hand_out` (a slot), `zero_size_block` | | `on_alloc` (any block) |
 //! | block freed | `on_slot_free` (a slot; before the free), `on_large_free`, `on_foreign`, `on_invalid_pointer` | | `on_free` (any block; before the free, so the address cannot be handed out again first); `frees_recorded` |
-//! | realloc | `check_live`; `is_zero_size_block` | | `on_resize_in_place` |
+//! | realloc | `check_live`, `check_not_quarantined`, `request_of`, `on_request`; `is_zero_size_block` | | `on_resize_in_place` |
+//! | the size-less interface (`raw`): a small request, a free | `padded`, `on_request` (the canary after the request, `hardened-full`); `on_raw_slot_free`, `on_raw_large_free` (the quarantine, `hardened-full`) | | |
 //! | a block freed to a `Heap` | `on_heap_free` (a slot), `on_tracked_free` (a tracked block) | | |
 //! | `fork` | `lock_for_fork`, `unlock_after_fork` | | the same |
 
@@ -35,7 +36,9 @@ use profile as profiler;
 
 #[cfg(poolalloc_pools)]
 pub(crate) use hardened::{
-    check_live, is_zero_size_block, on_foreign, on_hand_out, on_invalid_pointer, on_large_free,
+    check_live, check_not_quarantined, is_zero_size_block, on_foreign, on_hand_out,
+    on_invalid_pointer, on_large_free, on_raw_large, on_raw_large_free, on_raw_slot_free,
+    on_request, padded, request_of,
 };
 
 // `testing`: while a hook is armed (a limit set, a `count` or `forbid` running), `PoolAlloc`'s

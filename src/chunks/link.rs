@@ -4,9 +4,10 @@
 //! pays nothing. With it:
 //! - links are stored as `rotl(p ^ k1, k0) + k0` with per-process keys, so an overwritten link does
 //!   not point where an attacker chose, and a corrupted one is caught when it is decoded;
-//! - a free slot of 16 bytes or more carries a keyed tag of its own address in its second word and
-//!   the `0x1deadb0b` pattern in the rest of its first 64 bytes (`mark_free`); `hardened` checks the
-//!   tag on free (double free) and both on hand-out (write after free). On 32-bit targets an 8-byte
+//! - a free slot of 16 bytes or more carries a keyed tag of its own address in its second word and,
+//!   with `hardened-full`, zeros in the rest of it (the whole slot up to 4 KiB; of a larger one its
+//!   first 4 KiB and last 1 KiB) (`mark_free`); `hardened` checks the tag on free (double free) and
+//!   both on hand-out (write after free). On 32-bit targets an 8-byte
 //!   free slot, whose link takes half of it, carries a 32-bit tag in the other half.
 //!
 //! This module knows nothing of chunks, so the chunk module (below the checks) can write free slots.
@@ -20,12 +21,21 @@ mod imp {
     /// Free slots are marked, links encoded.
     pub const HARDENED: bool = true;
 
-    /// The pattern freed slots carry (the object-pool pattern's debug fill).
-    pub const POISON: u64 = 0x1deadb0b_1deadb0b;
+    /// The pattern freed slots carry: zero, so a freed block reads as zeros (a dangling pointer
+    /// reads no stale data) and a block handed out again is zeroed where it was checked.
+    pub const POISON: u64 = 0;
     /// Whether freed slots are poisoned (and checked when handed out): `hardened-full` only.
     pub const POISONS: bool = cfg!(feature = "hardened-full");
-    /// Bytes of a freed slot that carry the free mark: its first cache line's worth.
+    /// Bytes of a freed slot that carry the free mark in the fixed-size fast path: its first
+    /// cache line's worth. Past them, [`REST_WHOLE`] and [`REST_TAIL`] say what is poisoned.
     pub const POISON_BYTES: usize = 64;
+    /// Slots up to this size are poisoned and checked whole (`hardened-full`).
+    pub const REST_WHOLE: usize = 4096;
+    /// Of a larger slot, its first [`REST_WHOLE`] bytes and its last `REST_TAIL` are (a 64 KiB
+    /// slot: 5 KiB of 64, so a hand-out reads at most 5 KiB).
+    pub const REST_TAIL: usize = 1024;
+    // `poison_rest` fills bytes: the poison must be one byte repeated.
+    const _: () = assert!(POISON == (POISON as u8 as u64) * 0x0101_0101_0101_0101);
     /// Poisoned words of a slot of at least [`POISON_BYTES`]: all but the link and the tag.
     pub const POISON_WORDS: usize = POISON_BYTES / 8 - 2;
 
@@ -199,6 +209,9 @@ mod imp {
                 w.add(2)
                     .cast::<[u64; POISON_WORDS]>()
                     .write([POISON; POISON_WORDS]);
+                if size > POISON_BYTES {
+                    poison_rest(s, size);
+                }
             } else if size >= 24 {
                 // Five word stores, no loop and no branch (a loop here was vectorized into ~40
                 // instructions of masked stores for every free of a 24–56-byte slot).
@@ -237,6 +250,7 @@ mod imp {
                 // One fixed-size read folded with xor/or (a slice compare would call memcmp).
                 let words = w.add(2).cast::<[u64; POISON_WORDS]>().read();
                 words.iter().fold(0, |acc, &x| acc | (x ^ POISON)) == 0
+                    && (size <= POISON_BYTES || rest_changed_at(s, size).is_none())
             } else if size >= 24 {
                 words(size)
                     .iter()
@@ -246,6 +260,52 @@ mod imp {
                 true
             }
         }
+    }
+
+    /// The byte ranges past the first [`POISON_BYTES`] of a slot of `size` > 64 bytes that carry
+    /// the poison: all the rest up to [`REST_WHOLE`], and the last [`REST_TAIL`] bytes past it.
+    #[inline(always)]
+    fn rest_ranges(size: usize) -> [core::ops::Range<usize>; 2] {
+        let head = POISON_BYTES..size.min(REST_WHOLE);
+        let tail = if size > REST_WHOLE {
+            (size - REST_TAIL).max(REST_WHOLE)..size
+        } else {
+            size..size
+        };
+        [head, tail]
+    }
+
+    /// Poisons the bytes of [`rest_ranges`] of slot `s` (`hardened-full`).
+    ///
+    /// # Safety
+    /// `s` is an 8-aligned slot of `size` > 64 bytes (a multiple of 8) that the caller owns.
+    #[inline(never)]
+    unsafe fn poison_rest(s: *mut u8, size: usize) {
+        for r in rest_ranges(size) {
+            // SAFETY: each range lies inside the slot (caller); POISON is a repeated byte (zero).
+            unsafe { core::ptr::write_bytes(s.add(r.start), POISON as u8, r.len()) };
+        }
+    }
+
+    /// The offset of the first word of [`rest_ranges`] of slot `s` that no longer holds the
+    /// poison; None when all do.
+    ///
+    /// # Safety
+    /// `s` is an 8-aligned slot of `size` > 64 bytes (a multiple of 8) that the caller may read.
+    #[inline(never)]
+    pub unsafe fn rest_changed_at(s: *mut u8, size: usize) -> Option<usize> {
+        for r in rest_ranges(size) {
+            // SAFETY: the range lies inside the slot (caller), 8-aligned at both ends (slot sizes,
+            // REST_WHOLE and REST_TAIL are multiples of 8).
+            let words =
+                unsafe { core::slice::from_raw_parts(s.add(r.start).cast::<u64>(), r.len() / 8) };
+            // Folded first (vectorized), searched only on failure.
+            if words.iter().fold(0, |acc, &x| acc | (x ^ POISON)) != 0 {
+                let i = words.iter().position(|&x| x != POISON).unwrap_or(0);
+                return Some(r.start + i * 8);
+            }
+        }
+        None
     }
 
     /// For a slot of 24–56 bytes (m = size/8 words, 3 ≤ m ≤ 7): five word indices that are

@@ -7,7 +7,8 @@
 // Written for poolalloc's tests from the list of misuse kinds (double and invalid frees, writes
 // after free, overflows and underflows by one byte and by a megabyte, underflows by 1 and 32 bytes
 // of a lone block, plain and through memcpy, a freed block reused for a smaller one, zero-size
-// access), at three
+// access; a block reused at once, a copy past a block's end and a write after free followed by an
+// allocation of another size), at three
 // sizes: 8 B (the smallest class), 4 KiB (a mid class) and 256 KiB (a large block).
 //
 // The heap around the victim is a common one: eight blocks of the size, every other one freed, so
@@ -206,6 +207,32 @@ static void reuse_downsize(void) {
   }
   free(q);
 }
+// The same, for a block of the same size.
+static void reuse_same(void) {
+  char *p = lone();
+  free(p);
+  char *q = malloc(n);
+  if (q != p) {
+    printf("not reused\n");
+    fflush(stdout);
+    exit(4);
+  }
+  free(q);
+}
+// A copy 32 bytes past the block's end (zeros), never followed by the block's free: only the
+// allocations that follow can notice.
+static char copy_src_32[256 * 1024 + 32];
+static void memcpy_overflow_32(void) {
+  char *p = setup();
+  memcpy(launder(p), copy_src_32, n + 32);
+}
+// A write after free followed at once by an allocation of another size.
+static void write_after_free_other_size(void) {
+  char *p = setup();
+  free(p);
+  ((volatile char *)p)[0] = 'W';
+  free(launder(malloc(24)));
+}
 static void zero_size_read(void) {
   setup();
   volatile char *p = launder(malloc(0));
@@ -266,6 +293,9 @@ static const struct kind KINDS[] = {
     {"lone_memcpy_underflow_32", lone_memcpy_underflow_32, 1},
     {"lone_underflow_1m", lone_underflow_1m, 1},
     {"reuse_downsize", reuse_downsize, 1},
+    {"reuse_same", reuse_same, 1},
+    {"memcpy_overflow_32", memcpy_overflow_32, 1},
+    {"write_after_free_other_size", write_after_free_other_size, 1},
     {"zero_size_read", zero_size_read, 0},
     {"zero_size_write", zero_size_write, 0},
     {"zero_size_legal", zero_size_legal, 0},
