@@ -29,8 +29,10 @@
 //!   ([`purge_expired`], from `span::expire`): decommitted outside the lock, then *clean*
 //!   (reading as zero, costing no memory) and joined with the clean runs around them. Dirty and
 //!   clean runs never join, so a run's state is one bit, at both its ends. Without the purger
-//!   (a delay of zero) a run is decommitted as it comes back. With `hardened-full` a dirty run is
-//!   read-only while it waits, and every run is made writable when cut.
+//!   (a delay of zero) a run is decommitted as it comes back. A dirty run stays marked a span in
+//!   the address map (a double free of its block is caught as when it waited in the span cache);
+//!   a clean run is foreign. With `hardened-full` a dirty run is read-only while it waits, and
+//!   every run is made writable when cut.
 //!
 //! - **Through `os::`'s reservations.** A range is [`os::reserve_aligned`]; a run is
 //!   [`os::commit`]ted when cut and [`os::decommit`]ted when given back. On Unix that is a mapping,
@@ -594,29 +596,33 @@ pub fn take(len: usize, align: usize, kind: Kind, place: Place) -> Option<Piece>
     if addr_map::set(kind, piece.base, len, true) {
         return Some(piece);
     }
+    // (A dirty run was marked already: the map covers it and cannot refuse; unmarked all the same.)
+    addr_map::set(kind, piece.base, len, false);
     // SAFETY: just taken, unused, writable, and not marked.
     unsafe { release(piece.base, len, piece.origin) };
     None
 }
 
 /// Gives back for good the memory `[base, base + len)` of `origin`, which [`take`] marked `kind`
-/// (all of it, or a part where `origin` is [`Origin::cuttable`]): out of the address map first
-/// (once given back, another thread may take it and mark it), then a run to its arena, where it
-/// waits resident, dirty, for the purge delay when `wait` (the purger runs: it purges it then,
-/// [`purge_expired`]; read-only meanwhile with `hardened-full`), else is decommitted now (outside
-/// the lock); a mapping's part to the OS (with the guard below it, given with its first unit).
+/// (all of it, or a part where `origin` is [`Origin::cuttable`]). A span's run with `wait` (the
+/// purger runs: it purges it after the delay, [`purge_expired`]) waits in its arena dirty,
+/// resident, still marked a span in the address map (so a second free of its block is told from
+/// a foreign pointer, as when it waited in the span cache; read-only with `hardened-full`). Else
+/// it leaves the address map first (once given back, another thread may take it and mark it):
+/// a run goes to its arena decommitted (outside the lock), a mapping's part to the OS (with the
+/// guard below it, given with its first unit).
 ///
 /// # Safety
 /// Taken by [`take`] as `kind` (or pieces of such, joined only within their origin), whole
 /// granules; nothing refers to it any more, and it is writable (not protected).
 pub unsafe fn give(base: *mut u8, len: usize, origin: Origin, kind: Kind, wait: bool) {
-    addr_map::set(kind, base, len, false);
-    // SAFETY: guaranteed by the caller; unmarked above.
+    // SAFETY: guaranteed by the caller.
     unsafe {
-        if wait && origin.is_run() {
+        if wait && origin.is_run() && kind == Kind::Span {
             hardened::on_span_cached(base, len);
             return index_run(base, len, origin, true);
         }
+        addr_map::set(kind, base, len, false);
         release(base, len, origin)
     }
 }
@@ -639,6 +645,9 @@ pub fn purge_expired(now: u32, delay_ms: u32) {
             // SAFETY: g < granules of range r, inside its mapping.
             (unsafe { a.ranges[r].base.add(g * GRANULE) }, n * GRANULE, r)
         };
+        // Out of the address map (a dirty run is a freed span's, marked as one): clean runs are
+        // foreign, as what another thread may take and mark next.
+        addr_map::set(Kind::Span, p, len, false);
         // SAFETY: a free run taken out of the index: ours alone, unused (a protected one, with
         // `hardened-full`, is made writable when taken again).
         unsafe {
@@ -736,6 +745,8 @@ unsafe fn usable(p: *mut u8, len: usize, origin: Origin, dirty: bool) -> bool {
             return false;
         }
         if !hardened::on_span_reused(p, len) {
+            // A dirty run is marked a span still: out of the map before its memory goes.
+            addr_map::set(Kind::Span, p, len, false);
             os::unmap_part(p, len);
             return false;
         }

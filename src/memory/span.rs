@@ -800,6 +800,10 @@ pub(crate) mod tests {
             "the span (1.25 MiB) waits dirty"
         );
         assert_eq!(cache::waiting().0, 0, "not in the span cache");
+        // Still a span's in the address map, and no live block: a second free of w is told from
+        // a foreign pointer (`hardened` aborts: "not a live block").
+        assert_eq!(addr_map::kind_of(w), Kind::Span);
+        assert!(!is_block(w));
         let (p, fresh) = alloc(200_000, 16);
         assert!(!fresh, "its pages reused");
         let hardened = cfg!(feature = "hardened");
@@ -823,6 +827,7 @@ pub(crate) mod tests {
         assert_eq!(arena::dirty_bytes(), 5 << 18);
         expire(os::now_ms(), 0);
         assert_eq!(arena::dirty_bytes(), 0);
+        assert_eq!(addr_map::kind_of(w), Kind::Foreign, "purged: foreign again");
         let (r, fresh) = alloc(1 << 20, 16);
         assert!(fresh, "purged: zero again");
         // SAFETY: r is live, 1 MiB.
