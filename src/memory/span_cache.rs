@@ -363,7 +363,7 @@ pub unsafe fn release(base: *mut u8, len: usize, origin: Origin, may_wait: bool,
 ///
 /// # Safety
 /// The span is ours, whole granules, and unused.
-pub unsafe fn give(base: *mut u8, len: usize, origin: Origin) {
+unsafe fn give(base: *mut u8, len: usize, origin: Origin) {
     // SAFETY: taken as a span (pieces join only within their origin), unused; a mapping goes to
     // the OS whatever its protection.
     unsafe { arena::give(base, len, origin, Kind::Span, false) }
