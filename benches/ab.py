@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A/B timing of poolalloc builds on the report's workloads, side by side.
 
-usage: python3 benches/ab.py NAME=TARGET_DIR[@VAR=VALUE...][,NAME=...] ROUNDS SCALE [workload,...]
+usage: python3 benches/ab.py NAME=TARGET_DIR[@VAR=VALUE...][,NAME=...] ROUNDS SCALE [workload[:scale],...]
 
 Each TARGET_DIR holds a report binary built with
 `cargo build --profile bench --bench report [--features hardened] --target-dir TARGET_DIR`
@@ -28,6 +28,9 @@ for v in sys.argv[1].split(','):
 rounds = int(sys.argv[2]); scale = sys.argv[3]
 wls = ["larson","xmalloc-test","cache-scratch","glibc-simple","alloc-test","mstress","sh6bench","rust-collections","frag-fill-free90","frag-long-short","frag-drift","frag-free-all"]
 if len(sys.argv) > 4: wls = sys.argv[4].split(',')
+# A workload may carry its own scale (`larson:12`, as the report's quick mode runs it).
+scales = {w.split(':')[0]: (w.split(':') + [scale])[1] for w in wls}
+wls = list(scales)
 names = list(bins)
 # The JSON document json-roundtrip reads, as the report's parent writes it.
 json_doc = os.environ.get("POOLALLOC_BENCH_JSON", "target/poolalloc-report/metadata.json")
@@ -40,7 +43,7 @@ for r in range(rounds):
         for k in range(len(names)):
             n = names[(k + r + wi) % len(names)]
             # A build's own variables win (POOLALLOC_BENCH_ALLOC=jemalloc runs a peer in its place).
-            env = dict(os.environ, POOLALLOC_BENCH_JSON=json_doc, POOLALLOC_BENCH_WORKLOAD=w, POOLALLOC_BENCH_ALLOC="poolalloc", POOLALLOC_BENCH_THREADS="2", POOLALLOC_BENCH_SCALE=scale)
+            env = dict(os.environ, POOLALLOC_BENCH_JSON=json_doc, POOLALLOC_BENCH_WORKLOAD=w, POOLALLOC_BENCH_ALLOC="poolalloc", POOLALLOC_BENCH_THREADS="2", POOLALLOC_BENCH_SCALE=scales[w])
             env.update(envs[n])
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             cpus = env.pop("CPUS", None)

@@ -115,6 +115,13 @@ const CLAIMED: &[(&str, Claim)] = &[
     ("write_after_free_other_size_8", Abort("write after free")),
     ("write_after_free_other_size_4k", Abort("write after free")),
     ("write_after_free_other_size_256k", Fault),
+    // A span cut from an arena has guards (hardened): a granule below it, a megabyte above it;
+    // the 64 bytes just below the block are its header, sealed by the canary below the block.
+    ("overflow_1m_256k", Fault),
+    ("underflow_1m_256k", Fault),
+    ("lone_underflow_1m_256k", Fault),
+    ("lone_underflow_32_256k", Abort("heap underflow")),
+    ("lone_memcpy_underflow_32_256k", Abort("heap underflow")),
     // A zero-size block lies in address space that faults on any access.
     ("zero_size_read", Fault),
     ("zero_size_write", Fault),

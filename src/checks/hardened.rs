@@ -434,6 +434,24 @@ mod imp {
         tag(p).rotate_left(17) ^ 0x0bad_f00d_5eed_cafe
     }
 
+    /// The word just below a span block: [`span_canary`] mixed with the seven words below it (its
+    /// span header, the first 56 of the 64 bytes before the block), so that an underflow of up
+    /// to 64 bytes changes the word or what it was computed from (a write 32 bytes below the
+    /// block lands on the header's origin, which nothing else checks).
+    ///
+    /// # Safety
+    /// `p` is a span block, with its 64-byte header before it, readable.
+    #[inline]
+    unsafe fn span_seal(p: *mut u8) -> u64 {
+        let w = p.cast::<u64>();
+        // SAFETY: the 56 bytes from p - 64 lie in the span header (caller), 8-aligned.
+        (2..=8).fold(span_canary(p), |c, i| {
+            (c ^ unsafe { w.sub(i).read() })
+                .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                .rotate_left(29)
+        })
+    }
+
     /// Bytes of the canary after a span block: eight words, so an overflow by up to 64 bytes
     /// changes it (on a path of a few hundred instructions, 7 more stores and loads).
     const SPAN_AFTER: usize = 64;
@@ -461,7 +479,7 @@ mod imp {
         // SPAN_AFTER ≤ room; all are ours, and 8-aligned (p is, usable is a multiple of 16 or of
         // the page).
         unsafe {
-            p.cast::<u64>().sub(1).write(span_canary(p));
+            p.cast::<u64>().sub(1).write(span_seal(p));
             if usable + SPAN_AFTER <= room {
                 let c = span_canary(p.add(usable));
                 for i in 0..SPAN_AFTER / 8 {
@@ -482,9 +500,9 @@ mod imp {
     pub unsafe fn check_span_block(p: *mut u8, usable: usize, room: usize) {
         // SAFETY: as in on_span_block: the span of a live block is mapped and ours.
         unsafe {
-            if p.cast::<u64>().sub(1).read() != span_canary(p) {
+            if p.cast::<u64>().sub(1).read() != span_seal(p) {
                 fatal(format_args!(
-                    "heap underflow: the bytes just below large block {p:p} were overwritten"
+                    "heap underflow: the bytes just below large block {p:p} (its header) were overwritten"
                 ));
             }
             let c = span_canary(p.add(usable));
@@ -501,13 +519,10 @@ mod imp {
     }
 
     /// A freed span waits for reuse: made read-only (`hardened-full`), so a write after free
-    /// faults.
-    pub fn on_span_cached(base: *mut u8, len: usize) {
-        if cfg!(feature = "hardened-full") {
-            // SAFETY: the span is ours and unused (its block was freed); a refusal leaves it
-            // writable.
-            unsafe { os::protect(base, len, false) };
-        }
+    /// faults. Whether it was (a refusal leaves it writable).
+    pub fn on_span_cached(base: *mut u8, len: usize) -> bool {
+        // SAFETY: the span is ours and unused (its block was freed).
+        cfg!(feature = "hardened-full") && unsafe { os::protect(base, len, false) }
     }
 
     /// A cached span is taken for reuse: writable again. False when the OS refused (the caller
@@ -1034,7 +1049,9 @@ mod imp {
     #[inline(always)]
     pub unsafe fn check_span_block(_p: *mut u8, _usable: usize, _room: usize) {}
     #[inline(always)]
-    pub fn on_span_cached(_base: *mut u8, _len: usize) {}
+    pub fn on_span_cached(_base: *mut u8, _len: usize) -> bool {
+        false
+    }
     #[inline(always)]
     #[must_use]
     pub fn on_span_reused(_base: *mut u8, _len: usize) -> bool {

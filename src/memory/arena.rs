@@ -98,9 +98,10 @@ const GRANULE_BITS: u32 = 16;
 const _: () = assert!(LARGEST_RANGE / GRANULE <= 1 << GRANULE_BITS);
 const _: () = assert!(MAX_RUN + MAX_ALIGN <= FIRST_RANGE);
 const _: () = assert!(FIRST_RANGE <= LARGEST_RANGE && LARGEST_RANGE % MAX_ALIGN == 0);
-// Every request (with its alignment's slack) fits the exact bins: a run of a bin at or above the
-// request's holds it.
-const _: () = assert!((MAX_RUN + MAX_ALIGN) / GRANULE - 1 <= EXACT_BINS);
+// Every request (with its alignment's slack and its guards) fits the exact bins: a run of a bin at
+// or above the request's holds it.
+const _: () =
+    assert!((MAX_RUN + MAX_ALIGN) / GRANULE - 1 + GUARD_BELOW + GUARD_ABOVE <= EXACT_BINS);
 
 /// The per-granule records of one range, in a mapping of their own (zeroed: no run).
 #[repr(C)]
@@ -120,7 +121,18 @@ struct Granule {
     at: u32,
     /// Whether the free run that starts or ends here is dirty (resident), at both ends.
     dirty: bool,
+    /// What this granule's pages allow ([`RW`], [`READ`], [`NONE`]), whether it is free or in
+    /// use: kept so that a cut changes protection only where it must ([`Arenas::protect_cut`]).
+    prot: u8,
 }
+
+/// A granule's protection: read-write (every clean run's, where the OS allowed), read-only (a
+/// dirty run's body while it waits, `hardened-full`), inaccessible (a span's guard, `hardened`).
+const RW: u8 = 0;
+const READ: u8 = 1;
+const NONE: u8 = 2;
+/// Not known (the OS refused to change it): a cut makes it what it needs.
+const UNKNOWN: u8 = 3;
 
 #[derive(Clone, Copy)]
 struct Range {
@@ -197,7 +209,8 @@ static ARENAS: Lock<Arenas> = Lock::new(
 #[repr(transparent)]
 pub struct Origin(usize);
 
-/// [`Origin`]'s bits: a run (the rest is the range's index), and a mapping with [`GUARD`] below it.
+/// [`Origin`]'s bits: a run (the rest is the range's index), and a guard: a mapping's [`GUARD`]
+/// below it, or a run's granule each side ([`SPAN_GUARDS`]).
 const RUN: usize = 1 << (usize::BITS - 1);
 const GUARDED: usize = 1 << (usize::BITS - 2);
 
@@ -211,9 +224,9 @@ impl Origin {
         Origin(n & !(RUN | GUARDED))
     }
 
-    /// A run of range `r`.
-    fn run(r: usize) -> Origin {
-        Origin(RUN | r)
+    /// A run of range `r`, with a guard granule each side where `guarded`.
+    fn run(r: usize, guarded: bool) -> Origin {
+        Origin(RUN | r | if guarded { GUARDED } else { 0 })
     }
 
     /// A new mapping of its own: its number is never a run's or a guarded one's (on a 32-bit
@@ -249,7 +262,7 @@ impl Origin {
 
     fn range(self) -> usize {
         debug_assert!(self.is_run());
-        self.0 & !RUN
+        self.0 & !(RUN | GUARDED)
     }
 }
 
@@ -270,6 +283,40 @@ pub enum Place {
 /// The inaccessible space below a [`Place::Guarded`] mapping: a write up to 2 MiB below its
 /// start faults.
 pub const GUARD: usize = 2 << 20;
+
+/// Whether a span cut from an arena has guards (granules any access to faults) just below and just
+/// above it (`hardened` on 64-bit targets, where the OS makes guards), so that an underflow or an
+/// overflow running off the block faults, as it would off a mapping of its own with nothing
+/// mapped around it: one granule below ([`GUARD_BELOW`]; the 64 bytes just below the block are
+/// its header, which the canary below it seals), and 1 MiB above ([`GUARD_ABOVE`]: an overflow of
+/// up to a megabyte past a span faults). The guards are the span's, taken and given back with it
+/// (its origin says so), and cost address space only. Each granule's protection is recorded, so a
+/// span cut again where one of the same length was (the steady state) makes no system call; a
+/// cut elsewhere makes one to three `mprotect` calls ([`Arenas::protect_cut`]). Each range starts
+/// with [`RANGE_GUARD`] of guard too, so the first span's underflow by a megabyte faults as well.
+/// Not on 32-bit targets: guards take more than their ranges of 16 MiB can spare (16 live blocks
+/// of up to 1 MiB with their guards needed a new range 25 times in 10,000 blocks), as `source`
+/// gives its regions none there either.
+pub const SPAN_GUARDS: bool = cfg!(feature = "hardened") && os::HAS_GUARD && WIDE;
+/// Guard granules below and above a span with guards.
+const GUARD_BELOW: usize = 1;
+const GUARD_ABOVE: usize = (1 << 20) / GRANULE;
+/// Bytes of guard a span with guards has around it.
+#[cfg(test)]
+pub const SPAN_GUARD_BYTES: usize = if SPAN_GUARDS {
+    (GUARD_BELOW + GUARD_ABOVE) * GRANULE
+} else {
+    0
+};
+/// Bytes of guard at the start of each range, with span guards (address space only; aligned, so
+/// the runs after it keep the range's alignment).
+const RANGE_GUARD: usize = if SPAN_GUARDS { MAX_ALIGN } else { 0 };
+
+/// Granules from `base` (a granule's address) to the first start from which `lead` granules on
+/// are at a multiple of `align`.
+fn aligned_from(base: usize, align: usize, lead: usize) -> usize {
+    ((base + lead * GRANULE).next_multiple_of(align) - base) / GRANULE - lead
+}
 
 fn bin_of(granules: usize) -> usize {
     (granules - 1).min(EXACT_BINS)
@@ -307,6 +354,7 @@ impl Arenas {
         bins.first[b] = id;
         bins.nonempty |= 1 << b;
         let newest = self.newest;
+        let prot = self.at(r, g).prot;
         *self.at(r, g) = Granule {
             head: len as u32,
             tail: 0,
@@ -316,6 +364,7 @@ impl Arenas {
             newer: NIL,
             at,
             dirty,
+            prot,
         };
         let last = self.at(r, g + len - 1);
         last.tail = len as u32;
@@ -386,23 +435,33 @@ impl Arenas {
     /// `dirty_ok` (its pages are resident: nothing faults), else a clean one: the range, first
     /// granule and whether it is dirty; the rest of the run they came from stays in the index, as
     /// it was. `skip`: a dirty run with room for it is cut one aligned step in, so that a block
-    /// freed is not at once the next one's (`hardened`). None when no run holds them.
-    fn take(&mut self, len: usize, align: usize, dirty_ok: bool, skip: bool) -> Option<Cut> {
+    /// freed is not at once the next one's (`hardened`). `lead`: granules before the aligned
+    /// point (a guard below a span). None when no run holds them.
+    fn take(
+        &mut self,
+        len: usize,
+        align: usize,
+        lead: usize,
+        dirty_ok: bool,
+        skip: bool,
+    ) -> Option<Cut> {
         let dirty_fit = if dirty_ok {
-            self.find(len, align, true)
+            self.find(len, align, lead, true)
         } else {
             None
         };
         let (r, g, dirty) = match dirty_fit {
             Some((r, g)) => (r, g, true),
-            None => self.find(len, align, false).map(|(r, g)| (r, g, false))?,
+            None => self
+                .find(len, align, lead, false)
+                .map(|(r, g)| (r, g, false))?,
         };
         let (run, _, at) = self.remove(r, g);
         if !dirty && run == self.ranges[r].granules {
             self.idle -= 1;
         }
         let base = self.ranges[r].base as usize + g * GRANULE;
-        let mut start = (base.next_multiple_of(align) - base) / GRANULE + g;
+        let mut start = aligned_from(base, align, lead) + g;
         let step = align.max(GRANULE) / GRANULE;
         let end = g + run;
         if skip && dirty && start + step + len <= end {
@@ -420,12 +479,18 @@ impl Arenas {
     /// The first run of `len` granules at a multiple of `align` among the dirty runs or the clean
     /// ones: an exact aligned fit ([`Arenas::aligned_fit`]), else the first run of the first
     /// non-empty bin that holds the request with its alignment's slack.
-    fn find(&mut self, len: usize, align: usize, dirty: bool) -> Option<(usize, usize)> {
+    fn find(
+        &mut self,
+        len: usize,
+        align: usize,
+        lead: usize,
+        dirty: bool,
+    ) -> Option<(usize, usize)> {
         // Granules a run may need before an aligned start (ranges start at MAX_ALIGN).
         let slack = align.max(GRANULE) / GRANULE - 1;
         let need = len + slack;
         let from = bin_of(need);
-        if let Some(at) = self.aligned_fit(len, align, from, dirty) {
+        if let Some(at) = self.aligned_fit(len, align, lead, from, dirty) {
             return Some(at);
         }
         let bins = &self.bins[dirty as usize];
@@ -449,6 +514,7 @@ impl Arenas {
         &mut self,
         len: usize,
         align: usize,
+        lead: usize,
         below: usize,
         dirty: bool,
     ) -> Option<(usize, usize)> {
@@ -467,8 +533,7 @@ impl Arenas {
                 let (r, g) = Self::split_id(id);
                 let run = self.at(r, g).head as usize;
                 let base = self.ranges[r].base as usize + g * GRANULE;
-                let skip = (base.next_multiple_of(align) - base) / GRANULE;
-                if skip + len <= run {
+                if aligned_from(base, align, lead) + len <= run {
                     return Some((r, g));
                 }
                 id = self.at(r, g).next;
@@ -538,6 +603,57 @@ impl Arenas {
         Some((range, meta_len))
     }
 
+    /// Records what the run of `n` granules at `g` of range `r`, just cut (ours alone), is to
+    /// allow: read and write where a block lies, nothing at its guards (its first `below` and its
+    /// last `above` granules); and says which system calls make it so: only where a record
+    /// differs, so a span cut where one of the same length was makes none. Without `hardened`
+    /// nothing is ever protected: no call.
+    fn protect_cut(
+        &mut self,
+        r: usize,
+        g: usize,
+        n: usize,
+        below: usize,
+        above: usize,
+    ) -> Reprotect {
+        let mut plan = Reprotect {
+            r,
+            base: self.ranges[r].base,
+            rw: None,
+            guards: [None; 2],
+        };
+        if !cfg!(feature = "hardened") {
+            return plan;
+        }
+        plan.rw = self.not_rw(r, g + below, g + n - above);
+        if let Some((from, to)) = plan.rw {
+            (from..to).for_each(|i| self.at(r, i).prot = RW);
+        }
+        for (k, (from, to)) in [(g, g + below), (g + n - above, g + n)]
+            .into_iter()
+            .enumerate()
+        {
+            let first = (from..to).find(|&i| self.at(r, i).prot != NONE);
+            if let Some(first) = first {
+                let last = (first..to)
+                    .rev()
+                    .find(|&i| self.at(r, i).prot != NONE)
+                    .unwrap_or(first);
+                plan.guards[k] = Some((first, last + 1));
+                (first..=last).for_each(|i| self.at(r, i).prot = NONE);
+            }
+        }
+        plan
+    }
+
+    /// The granules `[from, to)` of range `r` that span every one in `from..to` not recorded
+    /// read-write; None if there is none.
+    fn not_rw(&mut self, r: usize, from: usize, to: usize) -> Option<(usize, usize)> {
+        let first = (from..to).find(|&i| self.at(r, i).prot != RW)?;
+        let last = (first..to).rev().find(|&i| self.at(r, i).prot != RW)?;
+        Some((first, last + 1))
+    }
+
     /// The oldest dirty run, taken out, when it was given back `delay_ms` or longer before `now`
     /// (across a wrap of the clock too): its range, first granule and length.
     fn take_expired(&mut self, now: u32, delay_ms: u32) -> Option<(usize, usize, usize)> {
@@ -581,15 +697,20 @@ pub struct Piece {
 /// or a mapping of its own, as `place` allows; committed, writable, and marked `kind` in the
 /// address map. The one way memory for blocks is taken (regions of chunks, spans); [`give`]
 /// returns it. With `hardened` a span cut from a dirty run with room to spare starts a step in,
-/// so a freed block's address is not at once the next one's. None when the OS has no memory, or
-/// the address map cannot mark it (then nothing is kept).
+/// so a freed block's address is not at once the next one's, and a span cut from an arena has a
+/// guard granule each side ([`SPAN_GUARDS`]). None when the OS has no memory, or the address map
+/// cannot mark it (then nothing is kept).
 pub fn take(len: usize, align: usize, kind: Kind, place: Place) -> Option<Piece> {
     debug_assert!(len % GRANULE == 0 && len > 0 && align.is_power_of_two());
     let fits = place == Place::Any && len <= MAX_RUN && align <= MAX_ALIGN;
     // A region's chunks are counted purged by `source` until handed out: regions take clean runs.
     let dirty_ok = kind == Kind::Span;
     let skip = cfg!(feature = "hardened") && kind == Kind::Span;
-    let piece = match fits.then(|| take_run(len, align, dirty_ok, skip)).flatten() {
+    let guard = SPAN_GUARDS && kind == Kind::Span;
+    let piece = match fits
+        .then(|| take_run(len, align, dirty_ok, skip, guard))
+        .flatten()
+    {
         Some(piece) => piece,
         None => map_own(len, align, place == Place::Guarded)?,
     };
@@ -604,13 +725,14 @@ pub fn take(len: usize, align: usize, kind: Kind, place: Place) -> Option<Piece>
 }
 
 /// Gives back for good the memory `[base, base + len)` of `origin`, which [`take`] marked `kind`
-/// (all of it, or a part where `origin` is [`Origin::cuttable`]). A span's run with `wait` (the
-/// purger runs: it purges it after the delay, [`purge_expired`]) waits in its arena dirty,
-/// resident, still marked a span in the address map (so a second free of its block is told from
-/// a foreign pointer, as when it waited in the span cache; read-only with `hardened-full`). Else
-/// it leaves the address map first (once given back, another thread may take it and mark it):
-/// a run goes to its arena decommitted (outside the lock), a mapping's part to the OS (with the
-/// guard below it, given with its first unit).
+/// (all of it, or a part where `origin` is [`Origin::cuttable`]), with its guards. A span's run
+/// with `wait` (the purger runs: it purges it after the delay, [`purge_expired`]) waits in its
+/// arena dirty, resident, still marked a span in the address map (so a second free of its block
+/// is told from a foreign pointer, as when it waited in the span cache; read-only with
+/// `hardened-full`). Else it leaves the address map first (once given back, another thread may
+/// take it and mark it): a run goes to its arena decommitted (outside the lock), a mapping's part
+/// to the OS (with the guard below it, given with its first unit). A span's tail goes back by
+/// [`give_tail`].
 ///
 /// # Safety
 /// Taken by [`take`] as `kind` (or pieces of such, joined only within their origin), whole
@@ -619,11 +741,62 @@ pub unsafe fn give(base: *mut u8, len: usize, origin: Origin, kind: Kind, wait: 
     // SAFETY: guaranteed by the caller.
     unsafe {
         if wait && origin.is_run() && kind == Kind::Span {
-            hardened::on_span_cached(base, len);
-            return index_run(base, len, origin, true);
+            let read_only = hardened::on_span_cached(base, len);
+            let (run, run_len) = with_guards(base, len, origin);
+            return index_run(run, run_len, origin, true, read_only);
         }
         addr_map::set(kind, base, len, false);
         release(base, len, origin)
+    }
+}
+
+/// Gives back `[tail, tail + len)`, the end of a span of `origin` that keeps the rest (a shrink,
+/// or a growth undone), as [`give`] does. Where the span has guards, the tail's first granule
+/// becomes its guard above, and what goes back is the rest of the tail with the old guard.
+///
+/// # Safety
+/// As [`give`]'s, for the span's last `len` bytes: the span keeps `[.., tail)`.
+pub unsafe fn give_tail(tail: *mut u8, len: usize, origin: Origin, kind: Kind, wait: bool) {
+    if !(origin.is_run() && origin.guarded()) {
+        // SAFETY: forwarded.
+        return unsafe { give(tail, len, origin, kind, wait) };
+    }
+    let r = origin.range();
+    let above = GUARD_ABOVE * GRANULE;
+    // The new guard: the tail's first granules, and the old guard's where the tail is shorter.
+    addr_map::set(kind, tail, above.min(len), false);
+    let plan = {
+        let mut a = ARENAS.lock();
+        let g = (tail as usize - a.ranges[r].base as usize) / GRANULE;
+        a.protect_cut(r, g, GUARD_ABOVE, 0, GUARD_ABOVE)
+    };
+    // SAFETY: the new guard is the span's own (no longer its block's, or its old guard); the rest
+    // of the tail and of the old guard after it is unused (caller), a run of the same range.
+    unsafe {
+        plan.apply();
+        let rest = tail.add(above);
+        let body = len.saturating_sub(above);
+        if wait && kind == Kind::Span {
+            let read_only = body > 0 && hardened::on_span_cached(rest, body);
+            return index_run(rest, len, origin.unguarded(), true, read_only);
+        }
+        if body > 0 {
+            addr_map::set(kind, rest, body, false);
+        }
+        release(rest, len, origin.unguarded())
+    }
+}
+
+/// The run a piece of `origin` at `[base, base + len)` occupies: with its guard granules where it
+/// has them.
+fn with_guards(base: *mut u8, len: usize, origin: Origin) -> (*mut u8, usize) {
+    if origin.is_run() && origin.guarded() {
+        (
+            base.wrapping_sub(GUARD_BELOW * GRANULE),
+            len + (GUARD_BELOW + GUARD_ABOVE) * GRANULE,
+        )
+    } else {
+        (base, len)
     }
 }
 
@@ -648,26 +821,27 @@ pub fn purge_expired(now: u32, delay_ms: u32) {
         // Out of the address map (a dirty run is a freed span's, marked as one): clean runs are
         // foreign, as what another thread may take and mark next.
         addr_map::set(Kind::Span, p, len, false);
-        // SAFETY: a free run taken out of the index: ours alone, unused (a protected one, with
-        // `hardened-full`, is made writable when taken again).
+        // SAFETY: a free run taken out of the index: ours alone, unused.
         unsafe {
+            writable_again(p, len, r);
             os::decommit(p, len);
-            index_run(p, len, Origin::run(r), false);
+            index_run(p, len, Origin::run(r, false), false, false);
         }
     }
 }
 
 /// Takes the `more` bytes (whole granules) just after `[base, base + len)`, memory of `origin`
 /// marked `kind`, where they are free: the run after it in its arena (a clean one faults in only
-/// what is touched; a dirty one holds old contents), or the pages after a mapping of its own where
-/// the OS grows it in place (`mremap`, when the address space after it is free: zero). Writable
-/// and marked; false, nothing changed, otherwise.
+/// what is touched; a dirty one holds old contents; with guards, the run after the guard above,
+/// which moves up), or the pages after a mapping of its own where the OS grows it in place
+/// (`mremap`, when the address space after it is free: zero). Writable and marked; false,
+/// nothing changed, otherwise.
 ///
 /// # Safety
 /// `[base, base + len)` is ours, of `origin`, marked `kind`; for a mapping, it ends its mapping
 /// (else the OS refuses and nothing changes).
 pub unsafe fn extend(base: *mut u8, len: usize, more: usize, origin: Origin, kind: Kind) -> bool {
-    debug_assert!(more % GRANULE == 0 && !origin.guarded());
+    debug_assert!(more % GRANULE == 0 && (origin.is_run() || !origin.guarded()));
     // SAFETY: base + len is the address just past our memory (no overflow: a mapping ends there).
     let end = unsafe { base.add(len) };
     // SAFETY: a mapping of its own, which [base, base + len) ends (caller).
@@ -679,12 +853,12 @@ pub unsafe fn extend(base: *mut u8, len: usize, more: usize, origin: Origin, kin
     if !had || addr_map::set(kind, end, more, true) {
         return had;
     }
-    // Cannot mark it: the growth goes back (a run to its arena; a mapping's tail, which only a
-    // remap made, to the OS).
+    // Cannot mark it: the growth goes back (a run to its arena, the guard back where it was; a
+    // mapping's tail, which only a remap made, to the OS).
     // SAFETY: [end, end + more) was just had, unused, writable, not marked.
     unsafe {
         if origin.is_run() {
-            release(end, more, origin)
+            give_tail(end, more, origin, kind, false)
         } else {
             os::unmap_part(end, more)
         }
@@ -693,25 +867,31 @@ pub unsafe fn extend(base: *mut u8, len: usize, more: usize, origin: Origin, kin
 }
 
 /// A run of `len` bytes (whole granules, at most [`MAX_RUN`]) at a multiple of `align` (at most
-/// [`MAX_ALIGN`]) cut from an arena (`dirty_ok` and `skip` as [`Arenas::take`]'s), committed and
-/// writable. None when no arena holds it and no new range can be mapped, or the OS refuses to
-/// commit it.
-fn take_run(len: usize, align: usize, dirty_ok: bool, skip: bool) -> Option<Piece> {
+/// [`MAX_ALIGN`]) cut from an arena (`dirty_ok` and `skip` as [`Arenas::take`]'s; `guard`: with a
+/// guard granule each side, [`SPAN_GUARDS`]), committed and writable. None when no arena holds it
+/// and no new range can be mapped, or the OS refuses to commit it.
+fn take_run(len: usize, align: usize, dirty_ok: bool, skip: bool, guard: bool) -> Option<Piece> {
     if !ENABLED {
         return None;
     }
-    let n = len / GRANULE;
+    let (below, above) = if guard {
+        (GUARD_BELOW, GUARD_ABOVE)
+    } else {
+        (0, 0)
+    };
+    let n = len / GRANULE + below + above;
     loop {
         let want = {
             let mut a = ARENAS.lock();
-            if let Some((r, g, dirty)) = a.take(n, align, dirty_ok, skip) {
+            if let Some((r, g, dirty)) = a.take(n, align, below, dirty_ok, skip) {
+                let plan = a.protect_cut(r, g, n, below, above);
                 // SAFETY: g < granules of range r, inside its mapping.
                 let p = unsafe { a.ranges[r].base.add(g * GRANULE) };
                 drop(a);
-                let origin = Origin::run(r);
+                let origin = Origin::run(r, guard);
                 // SAFETY: a run just taken, ours alone: dirty (committed) or decommitted.
-                return unsafe { usable(p, len, origin, dirty) }.then_some(Piece {
-                    base: p,
+                return unsafe { usable(p, n * GRANULE, origin, dirty, plan) }.then(|| Piece {
+                    base: p.wrapping_add(below * GRANULE),
                     origin,
                     zero: !dirty,
                 });
@@ -724,27 +904,28 @@ fn take_run(len: usize, align: usize, dirty_ok: bool, skip: bool) -> Option<Piec
             return None;
         }
         // Mapped without the lock; another thread may map one meanwhile (then both are kept).
-        if !grow(want, len + align) {
+        if !grow(want, n * GRANULE + align) {
             return None;
         }
     }
 }
 
-/// Makes the run `[p, p + len)` just taken usable: committed where it is clean, writable where
-/// `hardened-full` protected it while it waited. False where the OS refuses: a clean run goes back
-/// to the index; one that cannot be made writable is given up, its address space lost to the
-/// arena (its range then never goes back whole).
+/// Makes the run `[p, p + len)` just taken usable: committed where it is clean, and protected as
+/// `plan` says (writable where it was not, its guards inaccessible). False where the OS refuses:
+/// a clean run goes back to the index; one that cannot be made writable is given up, its address
+/// space lost to the arena (its range then never goes back whole).
 ///
 /// # Safety
-/// A run of `origin` just taken out of the index, ours alone; decommitted unless `dirty`.
-unsafe fn usable(p: *mut u8, len: usize, origin: Origin, dirty: bool) -> bool {
+/// A run of `origin` just taken out of the index, ours alone; decommitted unless `dirty`; `plan`
+/// made for it (and for the guard below it that it grows past, [`take_after`]).
+unsafe fn usable(p: *mut u8, len: usize, origin: Origin, dirty: bool, plan: Reprotect) -> bool {
     // SAFETY: guaranteed by the caller.
     unsafe {
         if !dirty && !os::commit(p, len) {
-            index_run(p, len, origin, false);
+            index_run(p, len, origin, false, false);
             return false;
         }
-        if !hardened::on_span_reused(p, len) {
+        if !plan.apply() {
             // A dirty run is marked a span still: out of the map before its memory goes.
             addr_map::set(Kind::Span, p, len, false);
             os::unmap_part(p, len);
@@ -752,6 +933,72 @@ unsafe fn usable(p: *mut u8, len: usize, origin: Origin, dirty: bool) -> bool {
         }
     }
     true
+}
+
+/// The system calls that make a run just cut what [`Arenas::protect_cut`] recorded for it.
+#[must_use]
+struct Reprotect {
+    r: usize,
+    base: *mut u8,
+    /// Granules to make read-write, `[from, to)`.
+    rw: Option<(usize, usize)>,
+    /// Guards to make inaccessible, `[from, to)`.
+    guards: [Option<(usize, usize)>; 2],
+}
+
+impl Reprotect {
+    /// Makes the calls. False when the OS refused to make the body writable (the run is then of
+    /// no use; its records say [`UNKNOWN`]); a guard it refused is recorded [`UNKNOWN`], and the
+    /// span goes without it.
+    ///
+    /// # Safety
+    /// The granules named are ours alone: a run just cut, or a span's guard.
+    unsafe fn apply(self) -> bool {
+        // SAFETY: granules of range r, inside its mapping, ours alone (caller).
+        unsafe {
+            if let Some((a, b)) = self.rw {
+                if !os::protect(self.base.add(a * GRANULE), (b - a) * GRANULE, true) {
+                    let mut arenas = ARENAS.lock();
+                    (a..b).for_each(|i| arenas.at(self.r, i).prot = UNKNOWN);
+                    return false;
+                }
+            }
+            for (a, b) in self.guards.into_iter().flatten() {
+                if !os::guard(self.base.add(a * GRANULE), (b - a) * GRANULE) {
+                    let mut arenas = ARENAS.lock();
+                    (a..b).for_each(|i| arenas.at(self.r, i).prot = UNKNOWN);
+                }
+            }
+        }
+        true
+    }
+}
+
+/// Makes the free run `[p, p + len)` of range `r`, out of the index and ours alone, writable
+/// where its records say otherwise (old guards, a read-only body), before it is decommitted:
+/// clean runs are all writable, so a clean cut makes no call but its guards' and the records
+/// hold whatever a decommit does to protection on the OS. Where the OS refuses, the records keep
+/// what they say. Nothing to do without `hardened` (nothing is ever protected).
+///
+/// # Safety
+/// As said: a free run of range `r`, out of the index.
+unsafe fn writable_again(p: *mut u8, len: usize, r: usize) {
+    if !cfg!(feature = "hardened") {
+        return;
+    }
+    let (base, not_rw) = {
+        let mut a = ARENAS.lock();
+        let base = a.ranges[r].base;
+        let g = (p as usize - base as usize) / GRANULE;
+        (base, a.not_rw(r, g, g + len / GRANULE))
+    };
+    if let Some((from, to)) = not_rw {
+        // SAFETY: granules of that run (caller), inside range r's mapping.
+        if unsafe { os::protect(base.add(from * GRANULE), (to - from) * GRANULE, true) } {
+            let mut a = ARENAS.lock();
+            (from..to).for_each(|i| a.at(r, i).prot = RW);
+        }
+    }
 }
 
 /// A mapping of its own of `len` bytes at a multiple of `align`, with [`GUARD`] inaccessible
@@ -791,19 +1038,27 @@ fn map_own(len: usize, align: usize, guard: bool) -> Option<Piece> {
 /// is the range's end.
 fn take_after(at: *mut u8, len: usize, origin: Origin) -> bool {
     let r = origin.range();
+    // With guards, `at` starts the span's guard above: the run after it is taken, and the guard
+    // moves up to its end.
+    let above = if origin.guarded() { GUARD_ABOVE } else { 0 };
+    let n = len / GRANULE;
     let taken = {
         let mut a = ARENAS.lock();
         let g = (at as usize - a.ranges[r].base as usize) / GRANULE;
-        a.take_at(r, g, len / GRANULE)
+        a.take_at(r, g + above, n)
+            .map(|dirty| (dirty, a.protect_cut(r, g, n + above, 0, above)))
     };
-    // SAFETY: a run just taken, ours alone: dirty (committed) or decommitted.
-    taken.is_some_and(|dirty| unsafe { usable(at, len, origin, dirty) })
+    // SAFETY: a run just taken, ours alone: dirty (committed) or decommitted; the plan covers it
+    // and the span's own guard before it.
+    taken.is_some_and(|(dirty, plan)| unsafe {
+        usable(at.add(above * GRANULE), len, origin, dirty, plan)
+    })
 }
 
 /// Maps a range of `want` bytes (or less, down to `least`) and adds it, all one free run; false
 /// when the OS refuses even `least` or no more ranges fit.
 fn grow(want: usize, least: usize) -> bool {
-    let least = least.next_multiple_of(MAX_ALIGN);
+    let least = (least + RANGE_GUARD).next_multiple_of(MAX_ALIGN);
     let mut size = want;
     let base = loop {
         let b = os::reserve_aligned(size, MAX_ALIGN);
@@ -817,7 +1072,11 @@ fn grow(want: usize, least: usize) -> bool {
         }
         size = (size / 2).max(least);
     };
-    let granules = size / GRANULE;
+    // With span guards, the range's first RANGE_GUARD bytes are one (where the OS refuses, the
+    // range goes without).
+    // SAFETY: the start of our own fresh mapping, unused.
+    let _ = SPAN_GUARDS && unsafe { os::guard(base, RANGE_GUARD) };
+    let granules = (size - RANGE_GUARD) / GRANULE;
     let meta_len = (granules * size_of::<Granule>()).next_multiple_of(os::page_size());
     let meta = os::map(meta_len).cast::<Granule>();
     if meta.is_null() {
@@ -836,7 +1095,8 @@ fn grow(want: usize, least: usize) -> bool {
         return false;
     };
     a.ranges[r] = Range {
-        base,
+        // SAFETY: inside the mapping (size > RANGE_GUARD: it holds at least `least`).
+        base: unsafe { base.add(RANGE_GUARD) },
         granules,
         meta,
     };
@@ -858,8 +1118,10 @@ unsafe fn release(base: *mut u8, len: usize, origin: Origin) {
     // unit, which starts where the guard ends.
     unsafe {
         if origin.is_run() {
+            let (base, len) = with_guards(base, len, origin);
+            writable_again(base, len, origin.range());
             os::decommit(base, len);
-            return index_run(base, len, origin, false);
+            return index_run(base, len, origin, false, false);
         }
         if os::PARTIAL_UNMAP {
             os::unmap_part(base, len)
@@ -877,21 +1139,32 @@ unsafe fn release(base: *mut u8, len: usize, origin: Origin) {
 ///
 /// # Safety
 /// A run of that arena, whole granules, out of the index; nothing refers to it; decommitted
-/// unless `dirty`.
-unsafe fn index_run(base: *mut u8, len: usize, origin: Origin, dirty: bool) {
+/// unless `dirty`. `read_only`: its writable granules were made read-only (`hardened-full`).
+unsafe fn index_run(base: *mut u8, len: usize, origin: Origin, dirty: bool, read_only: bool) {
     let r = origin.range();
     let now = if dirty { os::now_ms() } else { 0 };
     let gone = {
         let mut a = ARENAS.lock();
         let g = (base as usize - a.ranges[r].base as usize) / GRANULE;
         debug_assert!(g + len / GRANULE <= a.ranges[r].granules);
+        if read_only {
+            for i in g..g + len / GRANULE {
+                let m = a.at(r, i);
+                if m.prot == RW {
+                    m.prot = READ;
+                }
+            }
+        }
         a.give(r, g, len / GRANULE, dirty, now)
     };
     if let Some((range, meta_len)) = gone {
         // SAFETY: the range left the arenas under the lock: all of it free, nobody's; its records
         // are read by nobody either.
         unsafe {
-            os::unmap(range.base, range.granules * GRANULE);
+            os::unmap(
+                range.base.sub(RANGE_GUARD),
+                RANGE_GUARD + range.granules * GRANULE,
+            );
             os::unmap(range.meta.cast(), meta_len);
         }
     }
@@ -935,6 +1208,7 @@ mod tests {
         newer: 0,
         at: 0,
         dirty: false,
+        prot: RW,
     };
 
     /// The index on a range of its own (not the process's arenas): runs cut, aligned, given back
@@ -950,7 +1224,7 @@ mod tests {
         a.insert(0, 0, granules, false, 0);
         // One granule at a time: consecutive, from the start.
         let got: std::vec::Vec<_> = (0..10)
-            .map(|_| a.take(1, GRANULE, true, false).unwrap())
+            .map(|_| a.take(1, GRANULE, 0, true, false).unwrap())
             .collect();
         assert_eq!(
             got,
@@ -958,9 +1232,9 @@ mod tests {
         );
         assert_eq!(a.free, granules - 10);
         // Aligned to 2 MiB (8 granules): the first such start after them.
-        assert_eq!(a.take(4, 2 << 20, true, false), Some((0, 16, false)));
+        assert_eq!(a.take(4, 2 << 20, 0, true, false), Some((0, 16, false)));
         // The gap [10, 16) is a run of 6: an exact request takes it.
-        assert_eq!(a.take(6, GRANULE, true, false), Some((0, 10, false)));
+        assert_eq!(a.take(6, GRANULE, 0, true, false), Some((0, 10, false)));
         // A span ending at granule 20 grows into the free run after it, in place; not into a
         // granule in use, nor from inside a run.
         assert_eq!(a.take_at(0, 20, 3), Some(false));
@@ -977,7 +1251,7 @@ mod tests {
             1,
             "runs of one granule wait in bin 0"
         );
-        assert_eq!(a.take(2, GRANULE, true, false), Some((0, 20, false)));
+        assert_eq!(a.take(2, GRANULE, 0, true, false), Some((0, 20, false)));
         // Give back the odd ones: all of [0, 10) joins into one run, then with [10, 16) and
         // [16, 20) into [0, 22): one run.
         for g in (1..10).step_by(2) {
@@ -990,8 +1264,11 @@ mod tests {
         assert_eq!(a.at(0, 0).head as usize, granules, "one run again");
         assert_eq!(a.bins[0].nonempty, 1 << EXACT_BINS);
         // Too long for any run.
-        assert_eq!(a.take(granules + 1, GRANULE, true, false), None);
-        assert_eq!(a.take(granules, GRANULE, true, false), Some((0, 0, false)));
+        assert_eq!(a.take(granules + 1, GRANULE, 0, true, false), None);
+        assert_eq!(
+            a.take(granules, GRANULE, 0, true, false),
+            Some((0, 0, false))
+        );
         assert_eq!(a.bins[0].nonempty, 0);
         assert_eq!(a.idle, 0);
         // A second range: while the first is in use, the second, freed whole, stays (idle);
@@ -1004,7 +1281,7 @@ mod tests {
         };
         (a.n, a.live, a.idle) = (2, 2, 1);
         a.insert(1, 0, granules, false, 0);
-        assert_eq!(a.take(3, GRANULE, true, false), Some((1, 0, false)));
+        assert_eq!(a.take(3, GRANULE, 0, true, false), Some((1, 0, false)));
         assert_eq!(a.idle, 0);
         assert!(
             a.give(1, 0, 3, false, 0).is_none(),
@@ -1016,7 +1293,52 @@ mod tests {
             .expect("a second idle range leaves");
         assert_eq!((gone.0.base, a.live, a.idle), (base, 1, 1));
         assert_eq!(a.free_slot(), Some(0), "its slot takes the next range");
-        assert_eq!(a.take(granules, GRANULE, true, false), Some((1, 0, false)));
+        assert_eq!(
+            a.take(granules, GRANULE, 0, true, false),
+            Some((1, 0, false))
+        );
+    }
+
+    /// With `hardened`, a cut records its guards inaccessible and the rest writable, and asks
+    /// only for the calls that change something: none for a span cut again where one of the same
+    /// length was (the steady state); for a longer one over two freed spans, one call making
+    /// the old guards inside it writable, and one for its new guard above.
+    #[test]
+    #[cfg(feature = "hardened")]
+    fn a_cut_changes_protection_only_where_its_records_differ() {
+        let mut meta = std::vec![BLANK; 64];
+        let mut a = one_range(&mut meta);
+        a.idle = 1;
+        a.insert(0, 0, 64, false, 0);
+        let prot = |a: &mut Arenas, n: usize| {
+            (0..n)
+                .map(|i| a.at(0, i).prot)
+                .collect::<std::vec::Vec<_>>()
+        };
+        // Two spans of 2 granules, each with its guards: [0, 4) and [4, 8).
+        for g in [0, 4] {
+            assert_eq!(a.take(4, GRANULE, 1, true, false), Some((0, g, false)));
+            let plan = a.protect_cut(0, g, 4, 1, 1);
+            assert_eq!(plan.rw, None, "fresh granules are writable");
+            assert_eq!(plan.guards, [Some((g, g + 1)), Some((g + 3, g + 4))]);
+        }
+        assert_eq!(prot(&mut a, 8), [NONE, RW, RW, NONE, NONE, RW, RW, NONE]);
+        // The first given back dirty and cut again at the same length: nothing to do.
+        assert!(a.give(0, 0, 4, true, 10).is_none());
+        assert_eq!(a.take(4, GRANULE, 1, true, false), Some((0, 0, true)));
+        let plan = a.protect_cut(0, 0, 4, 1, 1);
+        assert_eq!((plan.rw, plan.guards), (None, [None, None]));
+        // Both given back (one dirty run of 8), then a span of 4 cut from it: the old guards at 3
+        // and 4 made writable in one call, a guard made at 5; the one at 0 is there already.
+        assert!(a.give(0, 0, 4, true, 20).is_none());
+        assert!(a.give(0, 4, 4, true, 20).is_none());
+        assert_eq!(a.take(6, GRANULE, 1, true, false), Some((0, 0, true)));
+        let plan = a.protect_cut(0, 0, 6, 1, 1);
+        assert_eq!((plan.rw, plan.guards), (Some((3, 5)), [None, Some((5, 6))]));
+        assert_eq!(prot(&mut a, 8), [NONE, RW, RW, RW, RW, NONE, RW, NONE]);
+        // A free run's old guards are what a purge makes writable before it decommits.
+        assert_eq!(a.not_rw(0, 6, 8), Some((7, 8)));
+        assert_eq!(a.not_rw(0, 1, 5), None);
     }
 
     /// An index over one range of `granules` at 64 MiB (2 MiB-aligned, never dereferenced), with
@@ -1057,7 +1379,7 @@ mod tests {
         let mut a = one_range(&mut meta);
         a.insert(0, 8, 8, false, 0);
         a.insert(0, 20, 100, false, 0);
-        assert_eq!(a.take(8, align, true, false), Some((0, 8, false)));
+        assert_eq!(a.take(8, align, 0, true, false), Some((0, 8, false)));
         assert_eq!(a.at(0, 20).head, 100, "the long run is not cut");
         assert_eq!(a.free, 100);
         // A run of 10 from granule 7: aligned at 8 it holds 8, leaving one granule each side.
@@ -1065,7 +1387,7 @@ mod tests {
         let mut a = one_range(&mut meta);
         a.insert(0, 7, 10, false, 0);
         a.insert(0, 20, 100, false, 0);
-        assert_eq!(a.take(8, align, true, false), Some((0, 8, false)));
+        assert_eq!(a.take(8, align, 0, true, false), Some((0, 8, false)));
         assert_eq!((a.at(0, 7).head, a.at(0, 16).head), (1, 1));
         assert_eq!(a.at(0, 20).head, 100);
         // A run of 8 from granule 9 holds no aligned 8: the long run gives them, at 24.
@@ -1073,10 +1395,10 @@ mod tests {
         let mut a = one_range(&mut meta);
         a.insert(0, 9, 8, false, 0);
         a.insert(0, 20, 100, false, 0);
-        assert_eq!(a.take(8, align, true, false), Some((0, 24, false)));
+        assert_eq!(a.take(8, align, 0, true, false), Some((0, 24, false)));
         assert_eq!(a.at(0, 9).head, 8, "the misaligned run stays free");
         // Without alignment nothing changes: the exact bin first.
-        assert_eq!(a.take(8, GRANULE, true, false), Some((0, 9, false)));
+        assert_eq!(a.take(8, GRANULE, 0, true, false), Some((0, 9, false)));
     }
 
     /// Dirty runs (given back resident) are taken before clean ones, never join clean neighbours,
@@ -1090,7 +1412,7 @@ mod tests {
         a.insert(0, 0, 64, false, 0);
         // Three spans taken, then given back dirty at 10, 20 and 30 ms.
         let spans: std::vec::Vec<_> = (0..3)
-            .map(|_| a.take(4, GRANULE, true, false).unwrap())
+            .map(|_| a.take(4, GRANULE, 0, true, false).unwrap())
             .collect();
         assert_eq!(spans, [(0, 0, false), (0, 4, false), (0, 8, false)]);
         assert!(a.give(0, 8, 4, true, 10).is_none());
@@ -1102,13 +1424,13 @@ mod tests {
         );
         assert_eq!((a.dirty, a.free), (8, 60));
         // A request of 4 takes a dirty run, the newest of its bin first.
-        assert_eq!(a.take(4, GRANULE, true, false), Some((0, 0, true)));
+        assert_eq!(a.take(4, GRANULE, 0, true, false), Some((0, 0, true)));
         assert!(a.give(0, 0, 4, true, 20).is_none());
         // The middle span back dirty: the three join, as new as the newest part.
         assert!(a.give(0, 4, 4, true, 30).is_none());
         assert_eq!((a.at(0, 0).head, a.at(0, 0).at, a.dirty), (12, 30, 12));
         // Cut with `skip`: a step in; the granules before and after stay dirty.
-        assert_eq!(a.take(2, GRANULE, true, true), Some((0, 1, true)));
+        assert_eq!(a.take(2, GRANULE, 0, true, true), Some((0, 1, true)));
         assert_eq!((a.at(0, 0).head, a.at(0, 3).head, a.dirty), (1, 9, 10));
         assert!(a.give(0, 1, 2, true, 30).is_none());
         // Not expired at 35 with a delay of 10; expired at 40: taken out whole, then back clean,
@@ -1120,7 +1442,7 @@ mod tests {
         assert!(a.give(r, g, n, false, 0).is_none());
         assert_eq!((a.at(0, 0).head, a.free), (64, 64));
         // Ages are read across the clock's wrap.
-        assert!(a.take(4, GRANULE, true, false).is_some());
+        assert!(a.take(4, GRANULE, 0, true, false).is_some());
         assert!(a.give(0, 0, 4, true, u32::MAX - 5).is_none());
         assert_eq!(a.take_expired(3, 10), None);
         assert_eq!(a.take_expired(5, 10), Some((0, 0, 4)));

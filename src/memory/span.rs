@@ -347,7 +347,10 @@ unsafe fn shrink(
         (*h).len = new_len;
         set_usable(h, p, usable_for(new_size, off, new_len));
         live_change(0, len - new_len);
-        if origin.cuttable() {
+        if origin.is_run() {
+            // With `hardened`, its first granule becomes the span's guard above.
+            arena::give_tail(tail, len - new_len, origin, Kind::Span, may_wait);
+        } else if origin.cuttable() {
             release(tail, len - new_len, origin, may_wait);
         } else {
             addr_map::set(Kind::Span, tail, len - new_len, false);
@@ -794,9 +797,11 @@ pub(crate) mod tests {
             ptr::write_bytes(w, 0xee, 1 << 20);
             assert!(free(w, true).is_some());
         }
+        // With `hardened`, the span's guards wait with it.
+        let guards = arena::SPAN_GUARD_BYTES;
         assert_eq!(
             arena::dirty_bytes(),
-            5 << 18,
+            (5 << 18) + guards,
             "the span (1.25 MiB) waits dirty"
         );
         assert_eq!(cache::waiting().0, 0, "not in the span cache");
@@ -821,10 +826,10 @@ pub(crate) mod tests {
             assert!((0..200_000).all(|i| *q.add(i) == 7));
             assert!(free(q, true).is_some());
         }
-        assert_eq!(arena::dirty_bytes(), 5 << 18);
+        assert_eq!(arena::dirty_bytes(), (5 << 18) + guards);
         // Not purged before the delay; purged after it (here: a delay of zero).
         expire(os::now_ms(), 60_000);
-        assert_eq!(arena::dirty_bytes(), 5 << 18);
+        assert_eq!(arena::dirty_bytes(), (5 << 18) + guards);
         expire(os::now_ms(), 0);
         assert_eq!(arena::dirty_bytes(), 0);
         assert_eq!(addr_map::kind_of(w), Kind::Foreign, "purged: foreign again");

@@ -424,7 +424,6 @@ pub unsafe fn move_pages(src: *mut u8, len: usize, dst: *mut u8, new_len: usize)
 /// # Safety
 /// The range lies inside one mapping made by this module and is page aligned; nobody writes to
 /// it while it is read-only.
-#[cfg_attr(not(feature = "hardened"), allow(dead_code))]
 pub unsafe fn protect(p: *mut u8, size: usize, writable: bool) -> bool {
     // SAFETY: forwarded contract.
     unsafe { imp::protect(p, size, writable) }
@@ -442,7 +441,6 @@ pub const HAS_GUARD: bool = cfg!(poolalloc_port = "unix");
 /// # Safety
 /// The range lies inside one mapping made by this module and is page aligned; nothing in it is
 /// used, now or later.
-#[cfg_attr(not(feature = "hardened"), allow(dead_code))]
 pub unsafe fn guard(p: *mut u8, size: usize) -> bool {
     #[cfg(poolalloc_port = "unix")]
     // SAFETY: forwarded contract.
