@@ -121,8 +121,9 @@ struct Granule {
     at: u32,
     /// Whether the free run that starts or ends here is dirty (resident), at both ends.
     dirty: bool,
-    /// What this granule's pages allow ([`RW`], [`READ`], [`NONE`]), whether it is free or in
-    /// use: kept so that a cut changes protection only where it must ([`Arenas::protect_cut`]).
+    /// What this granule's pages allow ([`RW`], [`READ`], [`NONE`], or [`UNKNOWN`]), whether it
+    /// is free or in use: kept so that a cut changes protection only where it must
+    /// ([`Arenas::protect_cut`]).
     prot: u8,
 }
 
@@ -210,7 +211,7 @@ static ARENAS: Lock<Arenas> = Lock::new(
 pub struct Origin(usize);
 
 /// [`Origin`]'s bits: a run (the rest is the range's index), and a guard: a mapping's [`GUARD`]
-/// below it, or a run's granule each side ([`SPAN_GUARDS`]).
+/// below it, or a run's guard granules each side ([`SPAN_GUARDS`]).
 const RUN: usize = 1 << (usize::BITS - 1);
 const GUARDED: usize = 1 << (usize::BITS - 2);
 
@@ -224,7 +225,7 @@ impl Origin {
         Origin(n & !(RUN | GUARDED))
     }
 
-    /// A run of range `r`, with a guard granule each side where `guarded`.
+    /// A run of range `r`, with its guard granules each side where `guarded`.
     fn run(r: usize, guarded: bool) -> Origin {
         Origin(RUN | r | if guarded { GUARDED } else { 0 })
     }
