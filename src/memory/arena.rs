@@ -31,8 +31,9 @@
 //!   clean runs never join, so a run's state is one bit, at both its ends. Without the purger
 //!   (a delay of zero) a run is decommitted as it comes back. A dirty run stays marked a span in
 //!   the address map (a double free of its block is caught as when it waited in the span cache);
-//!   a clean run is foreign. With `hardened-full` a dirty run is read-only while it waits, and
-//!   every run is made writable when cut.
+//!   a clean run is foreign. With `hardened-full` a dirty run is read-only while it waits; a cut
+//!   makes writable what its granules' records say is not. With `hardened` on 64-bit targets a
+//!   span cut from an arena has guards below and above it ([`SPAN_GUARDS`]).
 //!
 //! - **Through `os::`'s reservations.** A range is [`os::reserve_aligned`]; a run is
 //!   [`os::commit`]ted when cut and [`os::decommit`]ted when given back. On Unix that is a mapping,
@@ -626,32 +627,21 @@ impl Arenas {
         if !cfg!(feature = "hardened") {
             return plan;
         }
-        plan.rw = self.not_rw(r, g + below, g + n - above);
-        if let Some((from, to)) = plan.rw {
-            (from..to).for_each(|i| self.at(r, i).prot = RW);
-        }
-        for (k, (from, to)) in [(g, g + below), (g + n - above, g + n)]
-            .into_iter()
-            .enumerate()
-        {
-            let first = (from..to).find(|&i| self.at(r, i).prot != NONE);
-            if let Some(first) = first {
-                let last = (first..to)
-                    .rev()
-                    .find(|&i| self.at(r, i).prot != NONE)
-                    .unwrap_or(first);
-                plan.guards[k] = Some((first, last + 1));
-                (first..=last).for_each(|i| self.at(r, i).prot = NONE);
-            }
-        }
+        plan.rw = self.set_prot(r, g + below, g + n - above, RW);
+        plan.guards = [
+            self.set_prot(r, g, g + below, NONE),
+            self.set_prot(r, g + n - above, g + n, NONE),
+        ];
         plan
     }
 
-    /// The granules `[from, to)` of range `r` that span every one in `from..to` not recorded
-    /// read-write; None if there is none.
-    fn not_rw(&mut self, r: usize, from: usize, to: usize) -> Option<(usize, usize)> {
-        let first = (from..to).find(|&i| self.at(r, i).prot != RW)?;
-        let last = (first..to).rev().find(|&i| self.at(r, i).prot != RW)?;
+    /// The granules of range `r` from `from` to `to` that are not recorded `prot`, as one span
+    /// `[first, last + 1)` (one system call covers them), recorded `prot` from now on; None if
+    /// every one is already.
+    fn set_prot(&mut self, r: usize, from: usize, to: usize, prot: u8) -> Option<(usize, usize)> {
+        let first = (from..to).find(|&i| self.at(r, i).prot != prot)?;
+        let last = (first..to).rev().find(|&i| self.at(r, i).prot != prot)?;
+        (first..=last).for_each(|i| self.at(r, i).prot = prot);
         Some((first, last + 1))
     }
 
@@ -698,8 +688,8 @@ pub struct Piece {
 /// or a mapping of its own, as `place` allows; committed, writable, and marked `kind` in the
 /// address map. The one way memory for blocks is taken (regions of chunks, spans); [`give`]
 /// returns it. With `hardened` a span cut from a dirty run with room to spare starts a step in,
-/// so a freed block's address is not at once the next one's, and a span cut from an arena has a
-/// guard granule each side ([`SPAN_GUARDS`]). None when the OS has no memory, or the address map
+/// so a freed block's address is not at once the next one's, and a span cut from an arena has
+/// guards below and above it ([`SPAN_GUARDS`]). None when the OS has no memory, or the address map
 /// cannot mark it (then nothing is kept).
 pub fn take(len: usize, align: usize, kind: Kind, place: Place) -> Option<Piece> {
     debug_assert!(len % GRANULE == 0 && len > 0 && align.is_power_of_two());
@@ -752,8 +742,8 @@ pub unsafe fn give(base: *mut u8, len: usize, origin: Origin, kind: Kind, wait: 
 }
 
 /// Gives back `[tail, tail + len)`, the end of a span of `origin` that keeps the rest (a shrink,
-/// or a growth undone), as [`give`] does. Where the span has guards, the tail's first granule
-/// becomes its guard above, and what goes back is the rest of the tail with the old guard.
+/// or a growth undone), as [`give`] does. Where the span has guards, the tail's first granules
+/// become its guard above, and what goes back is the rest of the tail with the old guard.
 ///
 /// # Safety
 /// As [`give`]'s, for the span's last `len` bytes: the span keeps `[.., tail)`.
@@ -868,8 +858,8 @@ pub unsafe fn extend(base: *mut u8, len: usize, more: usize, origin: Origin, kin
 }
 
 /// A run of `len` bytes (whole granules, at most [`MAX_RUN`]) at a multiple of `align` (at most
-/// [`MAX_ALIGN`]) cut from an arena (`dirty_ok` and `skip` as [`Arenas::take`]'s; `guard`: with a
-/// guard granule each side, [`SPAN_GUARDS`]), committed and writable. None when no arena holds it
+/// [`MAX_ALIGN`]) cut from an arena (`dirty_ok` and `skip` as [`Arenas::take`]'s; `guard`: with
+/// guards below and above it, [`SPAN_GUARDS`]), committed and writable. None when no arena holds it
 /// and no new range can be mapped, or the OS refuses to commit it.
 fn take_run(len: usize, align: usize, dirty_ok: bool, skip: bool, guard: bool) -> Option<Piece> {
     if !ENABLED {
@@ -918,7 +908,8 @@ fn take_run(len: usize, align: usize, dirty_ok: bool, skip: bool, guard: bool) -
 ///
 /// # Safety
 /// A run of `origin` just taken out of the index, ours alone; decommitted unless `dirty`; `plan`
-/// made for it (and for the guard below it that it grows past, [`take_after`]).
+/// made for it (and, for a growth in place, for the span's guard above that it moves,
+/// [`take_after`]).
 unsafe fn usable(p: *mut u8, len: usize, origin: Origin, dirty: bool, plan: Reprotect) -> bool {
     // SAFETY: guaranteed by the caller.
     unsafe {
@@ -959,15 +950,13 @@ impl Reprotect {
         unsafe {
             if let Some((a, b)) = self.rw {
                 if !os::protect(self.base.add(a * GRANULE), (b - a) * GRANULE, true) {
-                    let mut arenas = ARENAS.lock();
-                    (a..b).for_each(|i| arenas.at(self.r, i).prot = UNKNOWN);
+                    ARENAS.lock().set_prot(self.r, a, b, UNKNOWN);
                     return false;
                 }
             }
             for (a, b) in self.guards.into_iter().flatten() {
                 if !os::guard(self.base.add(a * GRANULE), (b - a) * GRANULE) {
-                    let mut arenas = ARENAS.lock();
-                    (a..b).for_each(|i| arenas.at(self.r, i).prot = UNKNOWN);
+                    ARENAS.lock().set_prot(self.r, a, b, UNKNOWN);
                 }
             }
         }
@@ -978,8 +967,8 @@ impl Reprotect {
 /// Makes the free run `[p, p + len)` of range `r`, out of the index and ours alone, writable
 /// where its records say otherwise (old guards, a read-only body), before it is decommitted:
 /// clean runs are all writable, so a clean cut makes no call but its guards' and the records
-/// hold whatever a decommit does to protection on the OS. Where the OS refuses, the records keep
-/// what they say. Nothing to do without `hardened` (nothing is ever protected).
+/// hold whatever a decommit does to protection on the OS. Where the OS refuses, the records say
+/// [`UNKNOWN`]. Nothing to do without `hardened` (nothing is ever protected).
 ///
 /// # Safety
 /// As said: a free run of range `r`, out of the index.
@@ -991,13 +980,12 @@ unsafe fn writable_again(p: *mut u8, len: usize, r: usize) {
         let mut a = ARENAS.lock();
         let base = a.ranges[r].base;
         let g = (p as usize - base as usize) / GRANULE;
-        (base, a.not_rw(r, g, g + len / GRANULE))
+        (base, a.set_prot(r, g, g + len / GRANULE, RW))
     };
     if let Some((from, to)) = not_rw {
         // SAFETY: granules of that run (caller), inside range r's mapping.
-        if unsafe { os::protect(base.add(from * GRANULE), (to - from) * GRANULE, true) } {
-            let mut a = ARENAS.lock();
-            (from..to).for_each(|i| a.at(r, i).prot = RW);
+        if unsafe { !os::protect(base.add(from * GRANULE), (to - from) * GRANULE, true) } {
+            ARENAS.lock().set_prot(r, from, to, UNKNOWN);
         }
     }
 }
@@ -1338,8 +1326,9 @@ mod tests {
         assert_eq!((plan.rw, plan.guards), (Some((3, 5)), [None, Some((5, 6))]));
         assert_eq!(prot(&mut a, 8), [NONE, RW, RW, RW, RW, NONE, RW, NONE]);
         // A free run's old guards are what a purge makes writable before it decommits.
-        assert_eq!(a.not_rw(0, 6, 8), Some((7, 8)));
-        assert_eq!(a.not_rw(0, 1, 5), None);
+        assert_eq!(a.set_prot(0, 6, 8, RW), Some((7, 8)));
+        assert_eq!(a.set_prot(0, 1, 5, RW), None);
+        assert_eq!(prot(&mut a, 8), [NONE, RW, RW, RW, RW, NONE, RW, RW]);
     }
 
     /// An index over one range of `granules` at 64 MiB (2 MiB-aligned, never dereferenced), with

@@ -348,7 +348,7 @@ unsafe fn shrink(
         set_usable(h, p, usable_for(new_size, off, new_len));
         live_change(0, len - new_len);
         if origin.is_run() {
-            // With `hardened`, its first granule becomes the span's guard above.
+            // With `hardened`, its first granules become the span's guard above.
             arena::give_tail(tail, len - new_len, origin, Kind::Span, may_wait);
         } else if origin.cuttable() {
             release(tail, len - new_len, origin, may_wait);

@@ -418,8 +418,9 @@ pub unsafe fn move_pages(src: *mut u8, len: usize, dst: *mut u8, new_len: usize)
     unsafe { imp::move_pages(src, len, dst, new_len) }
 }
 
-/// Makes `[p, p + size)` read-only (`writable` false: a write faults) or read-write again; false,
-/// changing nothing, where the OS refuses (`hardened`'s freed large blocks waiting for reuse).
+/// Makes `[p, p + size)` read-only (`writable` false: a write faults) or read-write again (also
+/// a [`guard`]); false where the OS refuses (`hardened`'s freed large blocks waiting for reuse,
+/// and the guards of an arena's spans when their granules are cut again).
 ///
 /// # Safety
 /// The range lies inside one mapping made by this module and is page aligned; nobody writes to
@@ -434,13 +435,14 @@ pub unsafe fn protect(p: *mut u8, size: usize, writable: bool) -> bool {
 /// Windows cannot free in part).
 pub const HAS_GUARD: bool = cfg!(poolalloc_port = "unix");
 
-/// Makes `[p, p + size)` inaccessible (any access faults) for good; false, changing nothing, where
-/// the OS refuses or cannot (every port but Unix: the guard below a region of chunks, `hardened`,
-/// is made only where regions are, see `memory::source`).
+/// Makes `[p, p + size)` inaccessible (any access faults) until [`protect`] makes it writable
+/// again (the guards of `hardened`: below a region of chunks, for good; around an arena's span,
+/// until the granules are cut for another); false, changing nothing, where the OS refuses or
+/// cannot (every port but Unix).
 ///
 /// # Safety
 /// The range lies inside one mapping made by this module and is page aligned; nothing in it is
-/// used, now or later.
+/// used while it is inaccessible.
 pub unsafe fn guard(p: *mut u8, size: usize) -> bool {
     #[cfg(poolalloc_port = "unix")]
     // SAFETY: forwarded contract.
