@@ -436,17 +436,9 @@ impl Arenas {
     /// `len` granules at a multiple of `align` bytes, from a dirty run if one holds them and
     /// `dirty_ok` (its pages are resident: nothing faults), else a clean one: the range, first
     /// granule and whether it is dirty; the rest of the run they came from stays in the index, as
-    /// it was. `skip`: a dirty run with room for it is cut one aligned step in, so that a block
-    /// freed is not at once the next one's (`hardened`). `lead`: granules before the aligned
-    /// point (a guard below a span). None when no run holds them.
-    fn take(
-        &mut self,
-        len: usize,
-        align: usize,
-        lead: usize,
-        dirty_ok: bool,
-        skip: bool,
-    ) -> Option<Cut> {
+    /// it was. `lead`: granules before the aligned point (a guard below a span). None when no run
+    /// holds them.
+    fn take(&mut self, len: usize, align: usize, lead: usize, dirty_ok: bool) -> Option<Cut> {
         let dirty_fit = if dirty_ok {
             self.find(len, align, lead, true)
         } else {
@@ -463,12 +455,8 @@ impl Arenas {
             self.idle -= 1;
         }
         let base = self.ranges[r].base as usize + g * GRANULE;
-        let mut start = aligned_from(base, align, lead) + g;
-        let step = align.max(GRANULE) / GRANULE;
+        let start = aligned_from(base, align, lead) + g;
         let end = g + run;
-        if skip && dirty && start + step + len <= end {
-            start += step;
-        }
         if start > g {
             self.insert(r, g, start - g, dirty, at);
         }
@@ -687,19 +675,17 @@ pub struct Piece {
 /// granule) for memory of `kind`: a run of an arena (a dirty one first: resident, nothing faults),
 /// or a mapping of its own, as `place` allows; committed, writable, and marked `kind` in the
 /// address map. The one way memory for blocks is taken (regions of chunks, spans); [`give`]
-/// returns it. With `hardened` a span cut from a dirty run with room to spare starts a step in,
-/// so a freed block's address is not at once the next one's, and a span cut from an arena has
-/// guards below and above it ([`SPAN_GUARDS`]). None when the OS has no memory, or the address map
+/// returns it. With `hardened` a span cut from an arena has guards below and above it
+/// ([`SPAN_GUARDS`]). None when the OS has no memory, or the address map
 /// cannot mark it (then nothing is kept).
 pub fn take(len: usize, align: usize, kind: Kind, place: Place) -> Option<Piece> {
     debug_assert!(len % GRANULE == 0 && len > 0 && align.is_power_of_two());
     let fits = place == Place::Any && len <= MAX_RUN && align <= MAX_ALIGN;
     // A region's chunks are counted purged by `source` until handed out: regions take clean runs.
     let dirty_ok = kind == Kind::Span;
-    let skip = cfg!(feature = "hardened") && kind == Kind::Span;
     let guard = SPAN_GUARDS && kind == Kind::Span;
     let piece = match fits
-        .then(|| take_run(len, align, dirty_ok, skip, guard))
+        .then(|| take_run(len, align, dirty_ok, guard))
         .flatten()
     {
         Some(piece) => piece,
@@ -858,10 +844,10 @@ pub unsafe fn extend(base: *mut u8, len: usize, more: usize, origin: Origin, kin
 }
 
 /// A run of `len` bytes (whole granules, at most [`MAX_RUN`]) at a multiple of `align` (at most
-/// [`MAX_ALIGN`]) cut from an arena (`dirty_ok` and `skip` as [`Arenas::take`]'s; `guard`: with
+/// [`MAX_ALIGN`]) cut from an arena (`dirty_ok` as [`Arenas::take`]'s; `guard`: with
 /// guards below and above it, [`SPAN_GUARDS`]), committed and writable. None when no arena holds it
 /// and no new range can be mapped, or the OS refuses to commit it.
-fn take_run(len: usize, align: usize, dirty_ok: bool, skip: bool, guard: bool) -> Option<Piece> {
+fn take_run(len: usize, align: usize, dirty_ok: bool, guard: bool) -> Option<Piece> {
     if !ENABLED {
         return None;
     }
@@ -874,7 +860,7 @@ fn take_run(len: usize, align: usize, dirty_ok: bool, skip: bool, guard: bool) -
     loop {
         let want = {
             let mut a = ARENAS.lock();
-            if let Some((r, g, dirty)) = a.take(n, align, below, dirty_ok, skip) {
+            if let Some((r, g, dirty)) = a.take(n, align, below, dirty_ok) {
                 let plan = a.protect_cut(r, g, n, below, above);
                 // SAFETY: g < granules of range r, inside its mapping.
                 let p = unsafe { a.ranges[r].base.add(g * GRANULE) };
@@ -1213,7 +1199,7 @@ mod tests {
         a.insert(0, 0, granules, false, 0);
         // One granule at a time: consecutive, from the start.
         let got: std::vec::Vec<_> = (0..10)
-            .map(|_| a.take(1, GRANULE, 0, true, false).unwrap())
+            .map(|_| a.take(1, GRANULE, 0, true).unwrap())
             .collect();
         assert_eq!(
             got,
@@ -1221,9 +1207,9 @@ mod tests {
         );
         assert_eq!(a.free, granules - 10);
         // Aligned to 2 MiB (8 granules): the first such start after them.
-        assert_eq!(a.take(4, 2 << 20, 0, true, false), Some((0, 16, false)));
+        assert_eq!(a.take(4, 2 << 20, 0, true), Some((0, 16, false)));
         // The gap [10, 16) is a run of 6: an exact request takes it.
-        assert_eq!(a.take(6, GRANULE, 0, true, false), Some((0, 10, false)));
+        assert_eq!(a.take(6, GRANULE, 0, true), Some((0, 10, false)));
         // A span ending at granule 20 grows into the free run after it, in place; not into a
         // granule in use, nor from inside a run.
         assert_eq!(a.take_at(0, 20, 3), Some(false));
@@ -1240,7 +1226,7 @@ mod tests {
             1,
             "runs of one granule wait in bin 0"
         );
-        assert_eq!(a.take(2, GRANULE, 0, true, false), Some((0, 20, false)));
+        assert_eq!(a.take(2, GRANULE, 0, true), Some((0, 20, false)));
         // Give back the odd ones: all of [0, 10) joins into one run, then with [10, 16) and
         // [16, 20) into [0, 22): one run.
         for g in (1..10).step_by(2) {
@@ -1253,11 +1239,8 @@ mod tests {
         assert_eq!(a.at(0, 0).head as usize, granules, "one run again");
         assert_eq!(a.bins[0].nonempty, 1 << EXACT_BINS);
         // Too long for any run.
-        assert_eq!(a.take(granules + 1, GRANULE, 0, true, false), None);
-        assert_eq!(
-            a.take(granules, GRANULE, 0, true, false),
-            Some((0, 0, false))
-        );
+        assert_eq!(a.take(granules + 1, GRANULE, 0, true), None);
+        assert_eq!(a.take(granules, GRANULE, 0, true), Some((0, 0, false)));
         assert_eq!(a.bins[0].nonempty, 0);
         assert_eq!(a.idle, 0);
         // A second range: while the first is in use, the second, freed whole, stays (idle);
@@ -1270,7 +1253,7 @@ mod tests {
         };
         (a.n, a.live, a.idle) = (2, 2, 1);
         a.insert(1, 0, granules, false, 0);
-        assert_eq!(a.take(3, GRANULE, 0, true, false), Some((1, 0, false)));
+        assert_eq!(a.take(3, GRANULE, 0, true), Some((1, 0, false)));
         assert_eq!(a.idle, 0);
         assert!(
             a.give(1, 0, 3, false, 0).is_none(),
@@ -1282,10 +1265,7 @@ mod tests {
             .expect("a second idle range leaves");
         assert_eq!((gone.0.base, a.live, a.idle), (base, 1, 1));
         assert_eq!(a.free_slot(), Some(0), "its slot takes the next range");
-        assert_eq!(
-            a.take(granules, GRANULE, 0, true, false),
-            Some((1, 0, false))
-        );
+        assert_eq!(a.take(granules, GRANULE, 0, true), Some((1, 0, false)));
     }
 
     /// With `hardened`, a cut records its guards inaccessible and the rest writable, and asks
@@ -1306,7 +1286,7 @@ mod tests {
         };
         // Two spans of 2 granules, each with its guards: [0, 4) and [4, 8).
         for g in [0, 4] {
-            assert_eq!(a.take(4, GRANULE, 1, true, false), Some((0, g, false)));
+            assert_eq!(a.take(4, GRANULE, 1, true), Some((0, g, false)));
             let plan = a.protect_cut(0, g, 4, 1, 1);
             assert_eq!(plan.rw, None, "fresh granules are writable");
             assert_eq!(plan.guards, [Some((g, g + 1)), Some((g + 3, g + 4))]);
@@ -1314,14 +1294,14 @@ mod tests {
         assert_eq!(prot(&mut a, 8), [NONE, RW, RW, NONE, NONE, RW, RW, NONE]);
         // The first given back dirty and cut again at the same length: nothing to do.
         assert!(a.give(0, 0, 4, true, 10).is_none());
-        assert_eq!(a.take(4, GRANULE, 1, true, false), Some((0, 0, true)));
+        assert_eq!(a.take(4, GRANULE, 1, true), Some((0, 0, true)));
         let plan = a.protect_cut(0, 0, 4, 1, 1);
         assert_eq!((plan.rw, plan.guards), (None, [None, None]));
         // Both given back (one dirty run of 8), then a span of 4 cut from it: the old guards at 3
         // and 4 made writable in one call, a guard made at 5; the one at 0 is there already.
         assert!(a.give(0, 0, 4, true, 20).is_none());
         assert!(a.give(0, 4, 4, true, 20).is_none());
-        assert_eq!(a.take(6, GRANULE, 1, true, false), Some((0, 0, true)));
+        assert_eq!(a.take(6, GRANULE, 1, true), Some((0, 0, true)));
         let plan = a.protect_cut(0, 0, 6, 1, 1);
         assert_eq!((plan.rw, plan.guards), (Some((3, 5)), [None, Some((5, 6))]));
         assert_eq!(prot(&mut a, 8), [NONE, RW, RW, RW, RW, NONE, RW, NONE]);
@@ -1369,7 +1349,7 @@ mod tests {
         let mut a = one_range(&mut meta);
         a.insert(0, 8, 8, false, 0);
         a.insert(0, 20, 100, false, 0);
-        assert_eq!(a.take(8, align, 0, true, false), Some((0, 8, false)));
+        assert_eq!(a.take(8, align, 0, true), Some((0, 8, false)));
         assert_eq!(a.at(0, 20).head, 100, "the long run is not cut");
         assert_eq!(a.free, 100);
         // A run of 10 from granule 7: aligned at 8 it holds 8, leaving one granule each side.
@@ -1377,7 +1357,7 @@ mod tests {
         let mut a = one_range(&mut meta);
         a.insert(0, 7, 10, false, 0);
         a.insert(0, 20, 100, false, 0);
-        assert_eq!(a.take(8, align, 0, true, false), Some((0, 8, false)));
+        assert_eq!(a.take(8, align, 0, true), Some((0, 8, false)));
         assert_eq!((a.at(0, 7).head, a.at(0, 16).head), (1, 1));
         assert_eq!(a.at(0, 20).head, 100);
         // A run of 8 from granule 9 holds no aligned 8: the long run gives them, at 24.
@@ -1385,15 +1365,14 @@ mod tests {
         let mut a = one_range(&mut meta);
         a.insert(0, 9, 8, false, 0);
         a.insert(0, 20, 100, false, 0);
-        assert_eq!(a.take(8, align, 0, true, false), Some((0, 24, false)));
+        assert_eq!(a.take(8, align, 0, true), Some((0, 24, false)));
         assert_eq!(a.at(0, 9).head, 8, "the misaligned run stays free");
         // Without alignment nothing changes: the exact bin first.
-        assert_eq!(a.take(8, GRANULE, 0, true, false), Some((0, 9, false)));
+        assert_eq!(a.take(8, GRANULE, 0, true), Some((0, 9, false)));
     }
 
     /// Dirty runs (given back resident) are taken before clean ones, never join clean neighbours,
-    /// and are purged oldest first once they waited the delay, joining the clean runs then; a
-    /// span cut with `skip` from a dirty run with room starts a step in.
+    /// and are purged oldest first once they waited the delay, joining the clean runs then.
     #[test]
     fn dirty_runs_are_reused_first_kept_apart_and_purged_oldest_first() {
         let mut meta = std::vec![BLANK; 64];
@@ -1402,7 +1381,7 @@ mod tests {
         a.insert(0, 0, 64, false, 0);
         // Three spans taken, then given back dirty at 10, 20 and 30 ms.
         let spans: std::vec::Vec<_> = (0..3)
-            .map(|_| a.take(4, GRANULE, 0, true, false).unwrap())
+            .map(|_| a.take(4, GRANULE, 0, true).unwrap())
             .collect();
         assert_eq!(spans, [(0, 0, false), (0, 4, false), (0, 8, false)]);
         assert!(a.give(0, 8, 4, true, 10).is_none());
@@ -1414,15 +1393,15 @@ mod tests {
         );
         assert_eq!((a.dirty, a.free), (8, 60));
         // A request of 4 takes a dirty run, the newest of its bin first.
-        assert_eq!(a.take(4, GRANULE, 0, true, false), Some((0, 0, true)));
+        assert_eq!(a.take(4, GRANULE, 0, true), Some((0, 0, true)));
         assert!(a.give(0, 0, 4, true, 20).is_none());
         // The middle span back dirty: the three join, as new as the newest part.
         assert!(a.give(0, 4, 4, true, 30).is_none());
         assert_eq!((a.at(0, 0).head, a.at(0, 0).at, a.dirty), (12, 30, 12));
-        // Cut with `skip`: a step in; the granules before and after stay dirty.
-        assert_eq!(a.take(2, GRANULE, 0, true, true), Some((0, 1, true)));
-        assert_eq!((a.at(0, 0).head, a.at(0, 3).head, a.dirty), (1, 9, 10));
-        assert!(a.give(0, 1, 2, true, 30).is_none());
+        // A cut from a dirty run starts at its start; the rest stays dirty.
+        assert_eq!(a.take(2, GRANULE, 0, true), Some((0, 0, true)));
+        assert_eq!((a.at(0, 2).head, a.dirty), (10, 10));
+        assert!(a.give(0, 0, 2, true, 30).is_none());
         // Not expired at 35 with a delay of 10; expired at 40: taken out whole, then back clean,
         // one run again with the clean rest.
         assert_eq!(a.take_expired(35, 10), None);
@@ -1432,7 +1411,7 @@ mod tests {
         assert!(a.give(r, g, n, false, 0).is_none());
         assert_eq!((a.at(0, 0).head, a.free), (64, 64));
         // Ages are read across the clock's wrap.
-        assert!(a.take(4, GRANULE, 0, true, false).is_some());
+        assert!(a.take(4, GRANULE, 0, true).is_some());
         assert!(a.give(0, 0, 4, true, u32::MAX - 5).is_none());
         assert_eq!(a.take_expired(3, 10), None);
         assert_eq!(a.take_expired(5, 10), Some((0, 0, 4)));

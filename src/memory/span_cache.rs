@@ -13,11 +13,6 @@
 //! is false) a span of its own mapping is never cut or joined: a request takes a whole waiting
 //! span of nearly its size ([`Origin::cuttable`]).
 //!
-//! With `hardened` a request cut from a waiting span longer than it starts a granule into it
-//! ([`SKIP`]): a freed block's address is not the next smaller block's, so a dangling pointer to it
-//! reaches a piece that still waits (read-only with `hardened-full`), not a live block of another
-//! use; the rest after the block still waits, so it can grow in place as before.
-//!
 //! What waits is bounded twice: in bytes, by a budget that follows the live spans' bytes (at
 //! least `MIN_BYTES`, so a small program keeps a few spans; a big one as much as it has live, so
 //! a server cycling large buffers keeps its working set), the spans that waited longest going
@@ -26,7 +21,6 @@
 
 use crate::base::lock::{Lock, Rank};
 use crate::chunks::addr_map::Kind;
-use crate::chunks::chunk::CHUNK_SIZE;
 use crate::memory::arena::{self, Origin};
 use crate::{checks::hardened, os};
 use core::mem::MaybeUninit;
@@ -41,14 +35,6 @@ const ENTRIES: usize = 128;
 const MIN_BYTES: usize = 16 << 20;
 /// Bytes that may wait, at most, however much is live.
 const MAX_BYTES: usize = 1 << 30;
-
-/// Where a request is cut from a waiting span that holds it and a granule more: that far into the
-/// span (`hardened`, where the span can be cut: [`Origin::cuttable`]), else at its start.
-const SKIP: usize = if cfg!(feature = "hardened") {
-    CHUNK_SIZE
-} else {
-    0
-};
 
 /// The bytes of live spans (their whole lengths): the budget follows them.
 static LIVE: AtomicUsize = AtomicUsize::new(0);
@@ -90,8 +76,8 @@ impl Waiting {
     }
 
     /// Where `len` bytes at a multiple of `align` start in it, if it holds them: `cut`, the first
-    /// such bytes ([`SKIP`] or more into it where it is long enough); else only the whole span,
-    /// based at a multiple of `align` and at most a quarter longer than `len`. Every address sum
+    /// such bytes; else only the whole span, based at a multiple of `align` and at most a quarter
+    /// longer than `len`. Every address sum
     /// checked: a span near the top of a 32-bit address space (qemu-arm maps there) rounded up to
     /// a 2 MiB alignment passes 2^32 (issue 50: a panic under the cache lock, whose hook's large
     /// allocation then waited for that lock for ever; wrapped, a cut below the span).
@@ -103,12 +89,6 @@ impl Waiting {
             return whole.then_some(base);
         }
         let ends_inside = |at: usize| at.checked_add(len).is_some_and(|e| e <= end);
-        let skipped = base
-            .checked_add(SKIP)
-            .and_then(|b| b.checked_next_multiple_of(align));
-        if SKIP != 0 && skipped.is_some_and(ends_inside) {
-            return skipped;
-        }
         base.checked_next_multiple_of(align)
             .filter(|&at| ends_inside(at))
     }
@@ -253,8 +233,7 @@ impl Cache {
 }
 
 /// `len` bytes at a multiple of `align` from the smallest waiting span that holds them (the rest
-/// of it waits on), its first such bytes (with [`SKIP`]: the first such a granule or more into
-/// it, where it is long enough), with their length and origin; None when none holds them. Where
+/// of it waits on), its first such bytes, with their length and origin; None when none holds them. Where
 /// nothing can be cut, a whole waiting span based at a multiple of `align`, of `len` to
 /// `len + len / 4` bytes.
 pub fn take(len: usize, align: usize) -> Option<(*mut u8, usize, Origin)> {
@@ -419,7 +398,7 @@ mod tests {
 
     /// A waiting span near the top of the address space (a 32-bit one's, where qemu-arm maps
     /// spans just below 4 GiB) asked for a block at an alignment it cannot hold: no fit, and no
-    /// sum past the top (issue 50: `base + SKIP` rounded up to 2 MiB passed 2^32 under the cache
+    /// sum past the top (issue 50: a base rounded up to 2 MiB passed 2^32 under the cache
     /// lock; the panic's hook then waited for that lock for ever). Where it holds the block, the
     /// fit is inside it.
     #[test]
@@ -437,9 +416,9 @@ mod tests {
                 }
             }
         }
-        // Held: the skipped fit (with `hardened`) or the first, whole granules in.
+        // Held: the first granule.
         let at = s.fit(g, g, true).expect("the span holds one granule");
-        assert_eq!(at, s.base as usize + SKIP);
+        assert_eq!(at, s.base as usize);
         assert_eq!(s.fit(g, 2 << 20, true), None, "no 2 MiB boundary inside it");
         // A span whose end would pass the top is no fit at all.
         assert_eq!(piece(usize::MAX - g + 1, 2 * g, 1, 0).fit(g, g, true), None);
