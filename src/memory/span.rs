@@ -68,8 +68,8 @@ fn usable_for(size: usize, off: usize, len: usize) -> usize {
     hardened::span_usable(size, end.min(len) - off, len - off)
 }
 
-/// Where the block of a span with alignment `align` starts, from the span's base (a step further
-/// where [`placed`] says).
+/// Where the block of a span with alignment `align` starts, from the span's base (or a page
+/// further in, where [`placed`] says).
 #[inline]
 fn offset(align: usize) -> usize {
     align.max(HEADER)
@@ -203,7 +203,7 @@ fn alloc_in(size: usize, align: usize, arena_ok: bool) -> (*mut u8, bool) {
         }
     };
     // SAFETY: base + off < base + len lies in the span, and the header's 64 bytes before it too
-    // (off ≥ HEADER); the span is ours and unshared, and holds the block at its offset and step
+    // (off ≥ HEADER); the span is ours and unshared, and holds the block at either place
     // (`span_len`; a waiting span taken is at least as long).
     unsafe {
         let off = placed(base, offset(align), size, len, fresh);
@@ -564,8 +564,8 @@ unsafe fn grown(h: *mut Header, p: *mut u8, new_len: usize, new_size: usize) -> 
 }
 
 /// The live block `p` (header `h`) copied into the span `dst` (base, length, origin) at the same
-/// offset (a step further where [`placed`] says), for `new_size` bytes; `p`'s span is then given up as a freed one is ([`release`],
-/// `may_wait`). The new block and its usable size.
+/// offset (or its other place, where [`placed`] says), for `new_size` bytes; `p`'s span is then
+/// given up as a freed one is ([`release`], `may_wait`). The new block and its usable size.
 ///
 /// # Safety
 /// `h` is the header of the live span block `p`, which the caller owns and gives up; `dst` is a
