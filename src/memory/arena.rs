@@ -33,7 +33,9 @@
 //!   the address map (a double free of its block is caught as when it waited in the span cache);
 //!   a clean run is foreign. With `hardened-full` a dirty run is read-only while it waits; a cut
 //!   makes writable what its granules' records say is not. With `hardened` on 64-bit targets a
-//!   span cut from an arena has guards below and above it ([`SPAN_GUARDS`]).
+//!   span cut from an arena has guards below and above it ([`SPAN_GUARDS`]); freed, its whole
+//!   footprint waits dirty and kept apart, joining no neighbour until cut or purged, so the next
+//!   span of its length lands where it was, guards and all ([`Arenas::keep`]).
 //!
 //! - **Through `os::`'s reservations.** A range is [`os::reserve_aligned`]; a run is
 //!   [`os::commit`]ted when cut and [`os::decommit`]ted when given back. On Unix that is a mapping,
